@@ -1,0 +1,29 @@
+# Two entry points: `make demo` and `make test`. Both build .venv from nothing on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	# torch first and pinned, so that nothing later can pull the CUDA build.
+	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,bench]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/gpexplain demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+test: $(STAMP) lint
+	MPLBACKEND=Agg $(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/ig_exact_vs_numerical.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,164 @@
+"""Input validation with errors that name the offending argument, column or row.
+
+Every public entry point (estimators, posteriors, explainers, the command line) funnels its
+array inputs through these helpers, so that a user always sees the same kind of message:
+what was wrong, where, and what would be accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["as_feature_matrix", "as_target", "check_feature_count", "check_finite_result"]
+
+
+def _to_numpy(value):
+    """Convert a torch tensor (without importing torch eagerly) to NumPy; pass others through."""
+    if type(value).__module__.startswith("torch"):
+        return value.detach().cpu().numpy()
+    return value
+
+
+def as_feature_matrix(
+    X, name: str = "X", feature_names: Sequence[str] | None = None, min_rows: int = 1
+) -> tuple[np.ndarray, list[str]]:
+    """Validate a feature matrix and return it as float64 with its feature names.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_rows, n_features)
+        NumPy array, pandas DataFrame or torch tensor. A 1-D input is refused, because it is
+        ambiguous between one row and one feature.
+    name : str
+        Argument name used in error messages.
+    feature_names : sequence of str, optional
+        Names to use when ``X`` carries none (NumPy, torch). Defaults to ``x0, x1, ...``.
+    min_rows : int
+        Smallest accepted number of rows.
+
+    Returns
+    -------
+    X : ndarray of shape (n_rows, n_features), float64
+    feature_names : list of str
+
+    Raises
+    ------
+    TypeError
+        A column is not numeric (the column is named and an encoding suggested).
+    ValueError
+        Wrong dimensionality, too few rows, no columns, or a NaN/inf entry (row and column
+        named).
+    """
+    if isinstance(X, pd.Series):
+        raise ValueError(
+            f"{name} is a pandas Series; pass a DataFrame with one column per feature "
+            f"(e.g. {name}.to_frame())."
+        )
+    if isinstance(X, pd.DataFrame):
+        names = [str(c) for c in X.columns]
+        for column in X.columns:
+            dtype = X[column].dtype
+            if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
+                raise TypeError(
+                    f"{name} column {str(column)!r} is not numeric (dtype {dtype}); encode it "
+                    "first, e.g. one-hot with pandas.get_dummies or ordinal codes, or drop it."
+                )
+        values = X.to_numpy(dtype=np.float64)
+        row_labels = list(X.index)
+    else:
+        values = np.asarray(_to_numpy(X))
+        if values.dtype == object or not (
+            np.issubdtype(values.dtype, np.number) or values.dtype == bool
+        ):
+            raise TypeError(
+                f"{name} must hold numbers, got dtype {values.dtype}; encode categorical "
+                "columns (one-hot or ordinal) before passing them."
+            )
+        values = values.astype(np.float64, copy=True)
+        row_labels = None
+        names = None
+    if values.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (n_rows, n_features), got shape {values.shape}; reshape a "
+            "single row with x.reshape(1, -1) or a single feature with x.reshape(-1, 1)."
+        )
+    n_rows, n_features = values.shape
+    if n_features == 0:
+        raise ValueError(f"{name} has no feature columns.")
+    if n_rows < min_rows:
+        raise ValueError(f"{name} has {n_rows} row(s); at least {min_rows} are needed.")
+    if names is None:
+        names = (
+            [str(f) for f in feature_names]
+            if feature_names is not None
+            else [f"x{i}" for i in range(n_features)]
+        )
+    if len(names) != n_features:
+        raise ValueError(
+            f"{name} has {n_features} columns but {len(names)} feature names were given."
+        )
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        label = row_labels[row] if row_labels is not None else row
+        kind = "NaN" if np.isnan(values[row, col]) else "inf"
+        raise ValueError(
+            f"{name} has {kind} at row {label!r}, column {names[col]!r} "
+            f"({int(bad.sum())} non-finite entries in all); impute or drop those rows."
+        )
+    return values, names
+
+
+def as_target(y, n_rows: int, name: str = "y") -> np.ndarray:
+    """Validate a regression target: finite, numeric, one value per row of ``X``.
+
+    Returns
+    -------
+    y : ndarray of shape (n_rows,), float64
+
+    Raises
+    ------
+    ValueError
+        Wrong length, more than one column, or a NaN/inf entry (row named).
+    TypeError
+        Non-numeric values.
+    """
+    values = _to_numpy(y.to_numpy() if isinstance(y, pd.Series | pd.DataFrame) else y)
+    values = np.asarray(values)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be 1-D with one value per row, got shape {values.shape}.")
+    if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
+        raise TypeError(f"{name} must be numeric, got dtype {values.dtype}.")
+    values = values.astype(np.float64, copy=True)
+    if values.shape[0] != n_rows:
+        raise ValueError(f"{name} has {values.shape[0]} values but X has {n_rows} rows.")
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise ValueError(
+            f"{name} has a non-finite value at row {int(bad[0])} ({bad.size} in all); "
+            "drop or impute those rows."
+        )
+    return values
+
+
+def check_feature_count(X: np.ndarray, n_features: int, name: str = "X") -> None:
+    """Raise a ValueError when ``X`` does not have the ``n_features`` columns the model expects."""
+    if X.shape[1] != n_features:
+        raise ValueError(
+            f"{name} has {X.shape[1]} features but the model was fitted on {n_features}."
+        )
+
+
+def check_finite_result(name: str, *arrays: np.ndarray) -> None:
+    """Refuse to return a non-finite result: raise FloatingPointError naming the quantity."""
+    for array in arrays:
+        if array is not None and not np.all(np.isfinite(array)):
+            raise FloatingPointError(
+                f"{name} produced a non-finite value; this is a bug in gpexplain or an "
+                "ill-conditioned model (try a larger noise variance). Please report it."
+            )

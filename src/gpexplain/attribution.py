@@ -1,0 +1,138 @@
+"""``Attribution``: the one result object every explanation method returns.
+
+An attribution of a GP model is Gaussian: at each explained point it has a mean vector over
+features and a feature-by-feature covariance. Plots, tables and metrics all read this object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+__all__ = ["Attribution"]
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Posterior of feature attributions at a set of points.
+
+    Attributes
+    ----------
+    mean : ndarray (n_points, n_features)
+        Posterior mean of the attributions, in the units of the target.
+    cov : ndarray (n_points, n_features, n_features) or None
+        Posterior covariance across features at each point (None when not computed).
+    X : ndarray (n_points, n_features)
+        The explained points, in their original units.
+    prediction : ndarray (n_points,)
+        Posterior mean of the latent function at each point.
+    baseline : ndarray (n_features,) or None
+        Reference point of baseline methods (integrated gradients); None for methods without.
+    baseline_prediction : float or None
+        Posterior mean at the baseline.
+    feature_names : list of str
+    method : str
+        What was computed, e.g. ``"integrated_gradients (closed form)"``.
+    difference_variance : ndarray (n_points,) or None
+        Posterior ``Var[f(x) - f(baseline)]``; completeness requires ``1^T cov 1`` to equal it.
+    """
+
+    mean: np.ndarray
+    cov: np.ndarray | None
+    X: np.ndarray
+    prediction: np.ndarray
+    baseline: np.ndarray | None
+    baseline_prediction: float | None
+    feature_names: list[str]
+    method: str
+    difference_variance: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        n_points, n_features = self.mean.shape
+        if self.cov is not None and self.cov.shape != (n_points, n_features, n_features):
+            raise ValueError(
+                f"cov must have shape {(n_points, n_features, n_features)}, got {self.cov.shape}."
+            )
+        if len(self.feature_names) != n_features:
+            raise ValueError("feature_names must have one name per feature.")
+
+    @property
+    def n_points(self) -> int:
+        return self.mean.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        return self.mean.shape[1]
+
+    @property
+    def var(self) -> np.ndarray:
+        """Posterior variance of each attribution, (n_points, n_features); zeros without cov."""
+        if self.cov is None:
+            return np.zeros_like(self.mean)
+        return np.maximum(np.einsum("pii->pi", self.cov), 0.0)
+
+    @property
+    def std(self) -> np.ndarray:
+        """Posterior standard deviation of each attribution, (n_points, n_features)."""
+        return np.sqrt(self.var)
+
+    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Central credible interval of each attribution (Gaussian), each (n_points, n_features).
+
+        Raises
+        ------
+        ValueError
+            ``level`` not strictly between 0 and 1.
+        """
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
+        half = norm.ppf(0.5 + level / 2.0) * self.std
+        return self.mean - half, self.mean + half
+
+    def completeness_gap(self) -> dict[str, float]:
+        """Largest completeness violations over the points.
+
+        Returns
+        -------
+        dict with ``mean``: max |sum_i mean_i - (prediction - baseline_prediction)| and
+        ``variance``: max |1^T cov 1 - difference_variance| (NaN-free; 0.0 when not defined).
+        """
+        gaps = {"mean": 0.0, "variance": 0.0}
+        if self.baseline_prediction is not None:
+            target = self.prediction - self.baseline_prediction
+            gaps["mean"] = float(np.max(np.abs(self.mean.sum(axis=1) - target)))
+        if self.cov is not None and self.difference_variance is not None:
+            total = self.cov.sum(axis=(1, 2))
+            gaps["variance"] = float(np.max(np.abs(total - self.difference_variance)))
+        return gaps
+
+    def to_frame(self, level: float = 0.95) -> pd.DataFrame:
+        """Tidy table: one row per (point, feature).
+
+        Columns: ``point``, ``feature``, ``value`` (feature value), ``attribution`` (mean),
+        ``std``, ``lower``, ``upper`` (central ``level`` credible interval).
+        """
+        lower, upper = self.interval(level)
+        n_points, n_features = self.mean.shape
+        return pd.DataFrame(
+            {
+                "point": np.repeat(np.arange(n_points), n_features),
+                "feature": np.tile(np.asarray(self.feature_names, dtype=object), n_points),
+                "value": self.X.ravel(),
+                "attribution": self.mean.ravel(),
+                "std": self.std.ravel(),
+                "lower": lower.ravel(),
+                "upper": upper.ravel(),
+            }
+        )
+
+    def __repr__(self) -> str:
+        cov = "full covariance" if self.cov is not None else "no covariance"
+        return (
+            f"Attribution({self.method}: {self.n_points} points x {self.n_features} features, "
+            f"{cov})"
+        )

@@ -1,0 +1,190 @@
+"""Squared-exponential (RBF) kernel, isotropic or ARD, and its integrated-gradient functionals.
+
+Convention (used everywhere in gpexplain)::
+
+    k(x, x') = variance * exp(-0.5 * sum_i (x_i - x'_i)^2 / lengthscale_i^2)
+
+An infinite lengthscale switches a feature off: the kernel ignores it and its attributions are
+exactly zero. Estimators use this for constant training columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpexplain.kernels._gaussian_integrals import (
+    exp_difference,
+    path_integral_unit_gaussian,
+    segment_moments,
+)
+
+__all__ = ["RBF"]
+
+
+class RBF:
+    """Squared-exponential kernel with an output variance and (ARD) lengthscales.
+
+    Parameters
+    ----------
+    lengthscale : float or array-like of shape (n_features,)
+        Positive lengthscale(s) in the units of the inputs. A scalar gives the isotropic kernel,
+        a vector the automatic-relevance-determination (ARD) kernel. ``np.inf`` marks a feature
+        the kernel ignores.
+    variance : float, default 1.0
+        Positive output (signal) variance, in the squared units of the target.
+
+    Raises
+    ------
+    ValueError
+        A lengthscale or the variance is not positive, or is NaN.
+    """
+
+    def __init__(self, lengthscale=1.0, variance: float = 1.0):
+        lengthscale = np.asarray(lengthscale, dtype=np.float64)
+        if lengthscale.ndim > 1:
+            raise ValueError(
+                f"lengthscale must be a scalar or a 1-D vector, got shape {lengthscale.shape}."
+            )
+        if np.any(np.isnan(lengthscale)) or np.any(lengthscale <= 0):
+            raise ValueError(f"lengthscale must be positive (np.inf allowed), got {lengthscale}.")
+        variance = float(variance)
+        if not np.isfinite(variance) or variance <= 0:
+            raise ValueError(f"variance must be a positive finite number, got {variance}.")
+        self.lengthscale = lengthscale
+        self.variance = variance
+
+    @property
+    def ard(self) -> bool:
+        """True when the kernel has one lengthscale per feature."""
+        return self.lengthscale.ndim == 1
+
+    def __repr__(self) -> str:
+        return f"RBF(lengthscale={self.lengthscale.tolist()!r}, variance={self.variance!r})"
+
+    def _lengthscales(self, n_features: int) -> np.ndarray:
+        if not self.ard:
+            return np.full(n_features, float(self.lengthscale))
+        if self.lengthscale.shape[0] != n_features:
+            raise ValueError(
+                f"the kernel has {self.lengthscale.shape[0]} lengthscales but the inputs have "
+                f"{n_features} features."
+            )
+        return self.lengthscale
+
+    def _scaled(self, X: np.ndarray) -> np.ndarray:
+        return X / self._lengthscales(X.shape[1])
+
+    def __call__(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """Kernel matrix ``k(X1, X2)`` of shape (n1, n2)."""
+        S1, S2 = self._scaled(np.asarray(X1, float)), self._scaled(np.asarray(X2, float))
+        sq = (
+            np.sum(S1 * S1, axis=1)[:, None]
+            + np.sum(S2 * S2, axis=1)[None, :]
+            - 2.0 * S1 @ S2.T
+        )
+        # The expansion can dip below zero by round-off; distances are non-negative.
+        return self.variance * np.exp(-0.5 * np.maximum(sq, 0.0))
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        """``k(x, x)`` for each row of X, shape (n,)."""
+        return np.full(np.asarray(X).shape[0], self.variance)
+
+    def torch_kernel(self, n_features: int):
+        """An equivalent float64 GPyTorch kernel, for autograd-based (quadrature) explanations.
+
+        Features with an infinite lengthscale are left out through ``active_dims``.
+        """
+        import gpytorch
+        import torch
+
+        lengthscale = self._lengthscales(n_features)
+        active = np.flatnonzero(np.isfinite(lengthscale))
+        if active.size == 0:
+            return gpytorch.kernels.ConstantKernel().double().initialize(
+                constant=torch.tensor(self.variance, dtype=torch.float64)
+            )
+        base = gpytorch.kernels.RBFKernel(
+            ard_num_dims=active.size, active_dims=torch.as_tensor(active)
+        )
+        kernel = gpytorch.kernels.ScaleKernel(base).double()
+        base.lengthscale = torch.as_tensor(lengthscale[active], dtype=torch.float64)
+        kernel.outputscale = torch.tensor(self.variance, dtype=torch.float64)
+        return kernel
+
+    # -- integrated-gradient functionals --------------------------------------------------
+    def _path_geometry(self, X: np.ndarray, baseline: np.ndarray):
+        """Scaled displacement ``u = (x - baseline)/l``, its norm and direction (0 where u = 0)."""
+        u = self._scaled(X - baseline)
+        r = np.sqrt(np.sum(u * u, axis=1))
+        direction = np.divide(u, r[:, None], out=np.zeros_like(u), where=r[:, None] > 0)
+        return u, r, direction
+
+    def integrated_gradient_cross(
+        self, X: np.ndarray, baseline: np.ndarray, Z: np.ndarray
+    ) -> np.ndarray:
+        """Cross term ``A[p, i, n] = IG_i applied to k(., z_n) at x_p``.
+
+        ``A_{n,i}(x) = (x_i - xt_i) int_0^1 d/dx_i k(xt + t (x - xt), z_n) dt``, evaluated in the
+        safe form of ERRATA (Butler et al. 2024, Sec. 4.1 corrected)::
+
+            A = -s2 [ d_i^2 (E0 - E1) + d_i v_perp_i (r J0) ]
+
+        with ``u = (x - xt)/l``, ``r = |u|``, ``d = u / r``, ``v = (xt - z_n)/l``,
+        ``v_perp = v - (d.v) d``, ``E0 = exp(-|v|^2/2)``, ``E1 = exp(-|v + u|^2/2)`` and
+        ``r J0 = r int_0^1 exp(-|v + t u|^2/2) dt``. ``sum_i A[p, i, n] = k(x_p, z_n) -
+        k(xt, z_n)`` holds term by term.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_points, n_features)
+            Query points.
+        baseline : ndarray of shape (n_features,)
+        Z : ndarray of shape (n_train, n_features)
+            Training (or inducing) inputs.
+
+        Returns
+        -------
+        ndarray of shape (n_points, n_features, n_train), in the units of the kernel variance.
+        """
+        _, r, d = self._path_geometry(X, baseline)
+        v = self._scaled(baseline[None, :] - Z)  # (n, D)
+        v_sq = np.sum(v * v, axis=1)  # (n,)
+        beta = d @ v.T  # (p, n) = d . v
+        v_perp = v[None, :, :] - beta[:, :, None] * d[:, None, :]  # (p, n, D)
+        h2 = np.sum(v_perp * v_perp, axis=2)
+        c = r[:, None] * beta + 0.5 * (r * r)[:, None]  # (|v+u|^2 - |v|^2) / 2
+        E0 = np.exp(-0.5 * v_sq)[None, :] * np.ones_like(c)
+        E1 = np.exp(-0.5 * v_sq[None, :] - c)
+        delta_E = exp_difference(E0, E1, c)
+        z0 = beta / np.sqrt(2.0)
+        rJ0 = path_integral_unit_gaussian(
+            np.broadcast_to(r[:, None], c.shape), z0, h2, E0, E1
+        )
+        A = (d * d)[:, :, None] * delta_E[:, None, :] + d[:, :, None] * np.transpose(
+            v_perp, (0, 2, 1)
+        ) * rJ0[:, None, :]
+        return -self.variance * A
+
+    def integrated_gradient_prior(self, X: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+        """Same-point prior covariance ``P[p, i, j] = Cov(IG_i f(x_p), IG_j f(x_p))``, f ~ GP(0, k).
+
+        ``P_ij = s2 [delta_ij u_i^2 M0(a) - u_i^2 u_j^2 M2(a)]`` with ``u = (x - xt)/l``,
+        ``a = |u|^2`` and the segment moments M0, M2 (ERRATA; the main text's minus sign).
+        ``sum_ij P_ij = 2 s2 (1 - exp(-a/2)) = Var(f(x) - f(xt))``.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_points, n_features)
+        baseline : ndarray of shape (n_features,)
+
+        Returns
+        -------
+        ndarray of shape (n_points, n_features, n_features), symmetric positive semi-definite.
+        """
+        u, r, _ = self._path_geometry(X, baseline)
+        M0, M2 = segment_moments(r * r)
+        u2 = u * u
+        P = -M2[:, None, None] * u2[:, :, None] * u2[:, None, :]
+        features = np.arange(u.shape[1])
+        P[:, features, features] += M0[:, None] * u2
+        return self.variance * P
