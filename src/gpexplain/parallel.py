@@ -44,5 +44,6 @@ def map_chunks(
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
     parts = [function(X[start : start + chunk_size]) for start in range(0, len(X), chunk_size)]
     return tuple(
-        None if column[0] is None else np.concatenate(column, axis=0) for column in zip(*parts)
+        None if column[0] is None else np.concatenate(column, axis=0)
+        for column in zip(*parts, strict=True)
     )

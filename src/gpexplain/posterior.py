@@ -127,7 +127,10 @@ class ExactPosterior:
 
     def __repr__(self) -> str:
         n, d = self.train_inputs.shape
-        return f"ExactPosterior(n_train={n}, n_features={d}, kernel={self.kernel!r}, noise={self.noise:.4g})"
+        return (
+            f"ExactPosterior(n_train={n}, n_features={d}, kernel={self.kernel!r}, "
+            f"noise={self.noise:.4g})"
+        )
 
     @property
     def n_features(self) -> int:

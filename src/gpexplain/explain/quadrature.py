@@ -9,11 +9,12 @@ stays Gaussian. Here the sum is generalised to any rule with nodes t_k and weigh
     prior[i, j] = (x_i - xt_i)(x_j - xt_j) sum_k sum_l w_k w'_l d^2/dx_i dx'_j k(g_k, g'_l)
 
 Derivatives come from torch autograd (one backward pass for the cross term, one per feature
-for the prior term), so any kernel GPyTorch can differentiate is supported. Autograd cannot differentiate a kernel twice through
-zero distance (GPyTorch clamps squared distances at zero and Matern kernels take a square
-root), so the prior term pairs the rule's nodes g_k with the nodes g'_l of a Gauss-Legendre
-rule of a neighbouring order (``staggered_rule``): no two path points coincide, and the double
-sum still converges to the exact double integral as ``n_steps`` grows.
+for the prior term), so any kernel GPyTorch can differentiate is supported. Autograd cannot
+differentiate a kernel twice through zero distance (GPyTorch clamps squared distances at zero
+and Matern kernels take a square root), so the prior term pairs the rule's nodes g_k with
+the nodes g'_l of a Gauss-Legendre rule of a neighbouring order (``staggered_rule``): no two
+path points coincide, and the double sum still converges to the exact double integral as
+``n_steps`` grows.
 """
 
 from __future__ import annotations
