@@ -103,10 +103,10 @@ def as_feature_matrix(
     bad = ~np.isfinite(values)
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        label = row_labels[row] if row_labels is not None else row
+        label = row_labels[int(row)] if row_labels is not None else int(row)
         kind = "NaN" if np.isnan(values[row, col]) else "inf"
         raise ValueError(
-            f"{name} has {kind} at row {label!r}, column {names[col]!r} "
+            f"{name} has {kind} at row {label!r}, column {names[int(col)]!r} "
             f"({int(bad.sum())} non-finite entries in all); impute or drop those rows."
         )
     return values, names

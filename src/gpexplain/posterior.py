@@ -138,7 +138,7 @@ class ExactPosterior:
 
     def check_inputs(self, X, name: str = "X") -> np.ndarray:
         """Validate query points against the training features; return float64 (n, n_features)."""
-        X, _ = as_feature_matrix(X, name, self.feature_names)
+        X, _ = as_feature_matrix(X, name)
         check_feature_count(X, self.n_features, name)
         return X
 

@@ -116,6 +116,20 @@ def integrated_gradient_functionals(
     cross : ndarray (n_points, n_features, n_train)
     prior : ndarray (n_points, n_features, n_features) or None
     """
+    moved = np.any(X != baseline[None, :], axis=1)
+    if not moved.all():
+        # At x == baseline every path point coincides (attributions are exactly zero), and
+        # autograd cannot differentiate the kernel there: compute only the moved points.
+        cross = np.zeros((X.shape[0], X.shape[1], Z.shape[0]))
+        prior = np.zeros((X.shape[0], X.shape[1], X.shape[1])) if with_prior else None
+        if moved.any():
+            cross[moved], moved_prior = integrated_gradient_functionals(
+                torch_kernel, X[moved], baseline, Z, nodes, weights, with_prior
+            )
+            if with_prior:
+                prior[moved] = moved_prior
+        return cross, prior
+
     import torch
 
     n_points, n_features = X.shape

@@ -1,0 +1,5 @@
+"""Estimators: scikit-learn style fit/predict over GPyTorch; each builds a posterior."""
+
+from gpexplain.models.gp_regressor import GPRegressor
+
+__all__ = ["GPRegressor"]

@@ -1,0 +1,209 @@
+"""Matplotlib figures of attributions with their posterior uncertainty.
+
+Figures are built with ``matplotlib.figure.Figure`` directly (no pyplot state), so they are
+safe in scripts, servers and tests with any backend and need no explicit closing; save them
+with ``fig.savefig(path)``. To draw into existing pyplot axes, pass ``ax``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from gpexplain.attribution import Attribution
+
+__all__ = ["plot_attributions", "plot_global_importance"]
+
+_POSITIVE = "#c0392b"
+_NEGATIVE = "#2e86c1"
+_LEVEL = 0.95
+
+
+def _check_attribution(attr) -> Attribution:
+    if not isinstance(attr, Attribution):
+        raise TypeError(f"attr must be a gpexplain Attribution, got {type(attr).__name__}.")
+    return attr
+
+
+def _panel_height(n_features: int) -> float:
+    return 1.2 + 0.32 * n_features
+
+
+def plot_attributions(
+    attr: Attribution,
+    points: Sequence[int] | None = None,
+    max_points: int = 4,
+    ax: Axes | Sequence[Axes] | None = None,
+    *,
+    point_labels: Sequence[str] | None = None,
+) -> Figure:
+    """Horizontal bars of attribution means with 95% credible intervals, one panel per point.
+
+    Each panel shows, for one explained point, the posterior mean of every feature's
+    attribution (red: pushes the prediction up, blue: down) with an error bar spanning the
+    central 95% credible interval ``mean +- 1.96 std`` of its Gaussian posterior
+    (``attr.interval(0.95)``). Features keep the order of ``attr.feature_names``, first at
+    the top, so panels can be compared side by side. The panel title gives the prediction
+    and the baseline prediction; by completeness the bars sum to their difference.
+
+    Parameters
+    ----------
+    attr : Attribution
+        For example the result of ``gx.integrated_gradients``. Without a covariance
+        (``attr.cov is None``) the bars have no error bars.
+    points : sequence of int, optional
+        Positions (0 .. ``attr.n_points - 1``) of the points to draw. Default: the first
+        ``max_points`` points.
+    max_points : int, default 4
+        Number of points drawn when ``points`` is not given.
+    ax : matplotlib Axes or sequence of Axes, optional
+        Where to draw: one Axes per point. Default: a new figure with the panels side by side.
+    point_labels : sequence of str, optional
+        Label of each drawn point in the panel titles (e.g. the original row numbers).
+        Default ``"point <position>"``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure holding the panels.
+
+    Raises
+    ------
+    TypeError
+        ``attr`` is not an ``Attribution``.
+    ValueError
+        ``points`` empty or out of range, ``max_points < 1``, or ``ax``/``point_labels`` not
+        matching the number of points.
+    """
+    attr = _check_attribution(attr)
+    if points is None:
+        if int(max_points) < 1:
+            raise ValueError(f"max_points must be at least 1, got {max_points}.")
+        points = list(range(min(int(max_points), attr.n_points)))
+    else:
+        points = [int(p) for p in np.atleast_1d(points)]
+    if not points:
+        raise ValueError("points is empty; give at least one point position to draw.")
+    bad = [p for p in points if not 0 <= p < attr.n_points]
+    if bad:
+        raise ValueError(
+            f"points {bad} out of range; the attribution has {attr.n_points} points "
+            f"(positions 0 to {attr.n_points - 1})."
+        )
+    if point_labels is None:
+        point_labels = [f"point {p}" for p in points]
+    elif len(point_labels) != len(points):
+        raise ValueError(
+            f"point_labels has {len(point_labels)} entries for {len(points)} points."
+        )
+
+    if ax is None:
+        n_features = attr.n_features
+        figure = Figure(
+            figsize=(2.0 + 3.6 * len(points), _panel_height(n_features)), layout="constrained"
+        )
+        axes = list(np.atleast_1d(figure.subplots(1, len(points), sharey=True, squeeze=False)[0]))
+    else:
+        axes = [ax] if isinstance(ax, Axes) else list(ax)
+        if len(axes) != len(points):
+            raise ValueError(
+                f"ax has {len(axes)} axes for {len(points)} points; pass one Axes per point "
+                "(or choose the points with points=[...])."
+            )
+        figure = axes[0].figure
+
+    lower, upper = attr.interval(_LEVEL)
+    positions = np.arange(attr.n_features)
+    for panel, (axis, point, label) in enumerate(zip(axes, points, point_labels, strict=True)):
+        mean = attr.mean[point]
+        colours = [_POSITIVE if m >= 0 else _NEGATIVE for m in mean]
+        xerr = None
+        if attr.cov is not None:
+            xerr = np.vstack([mean - lower[point], upper[point] - mean])
+        axis.barh(
+            positions, mean, xerr=xerr, color=colours, alpha=0.85,
+            error_kw={"ecolor": "0.2", "capsize": 2.5, "elinewidth": 1.0},
+        )
+        axis.axvline(0.0, color="0.3", linewidth=0.8)
+        if panel == 0 or ax is not None:  # new panels share the y axis: label the first
+            axis.set_yticks(positions, attr.feature_names)
+        if not axis.yaxis_inverted():
+            axis.invert_yaxis()
+        axis.set_xlabel("attribution (units of the target)")
+        title = f"{label}\nprediction {attr.prediction[point]:.4g}"
+        if attr.baseline_prediction is not None:
+            title += f" vs baseline {attr.baseline_prediction:.4g}"
+        axis.set_title(title, fontsize="medium")
+        axis.grid(axis="x", color="0.9", linewidth=0.6)
+        axis.set_axisbelow(True)
+    if ax is None:
+        interval = "95% credible intervals" if attr.cov is not None else "no covariance"
+        figure.suptitle(f"{attr.method}; error bars: {interval}", fontsize="small")
+    return figure
+
+
+def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
+    """Mean absolute attribution per feature over the explained points, with error bars.
+
+    Bar length is the usual global importance ``I_i = mean_p |mean[p, i]|`` (the average over
+    points of the absolute posterior-mean attribution, as for mean |SHAP|). Features are
+    sorted by ``I_i``, most important at the top.
+
+    Uncertainty shown (deterministic, no Monte Carlo): the error bar is ``+- 1.96 s_i`` with
+    ``s_i = mean_p std[p, i]``, the average over points of each attribution's posterior
+    standard deviation. ``s_i`` is an upper bound on the posterior standard deviation of
+    ``mean_p |a[p, i]|`` whatever the posterior correlation between points (which an
+    ``Attribution`` does not hold): the standard deviation of an average is at most the
+    average of the standard deviations, and ``std |a| <= std a``. The bars are therefore
+    conservative; the lower end is clipped at zero because the quantity is non-negative.
+    Without a covariance (``attr.cov is None``) no error bars are drawn.
+
+    Parameters
+    ----------
+    attr : Attribution
+    ax : matplotlib Axes, optional
+        Where to draw. Default: a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        ``attr`` is not an ``Attribution``.
+    """
+    attr = _check_attribution(attr)
+    importance = np.mean(np.abs(attr.mean), axis=0)
+    spread = 1.96 * np.mean(attr.std, axis=0)
+    order = np.argsort(-importance, kind="stable")
+    if ax is None:
+        figure = Figure(figsize=(6.4, _panel_height(attr.n_features)), layout="constrained")
+        ax = figure.subplots()
+    else:
+        figure = ax.figure
+    positions = np.arange(attr.n_features)
+    xerr = None
+    if attr.cov is not None:
+        xerr = np.vstack([np.minimum(spread[order], importance[order]), spread[order]])
+    ax.barh(
+        positions, importance[order], xerr=xerr, color="0.45", alpha=0.9,
+        error_kw={"ecolor": "0.1", "capsize": 2.5, "elinewidth": 1.0},
+    )
+    ax.set_yticks(positions, [attr.feature_names[i] for i in order])
+    if not ax.yaxis_inverted():
+        ax.invert_yaxis()
+    ax.set_xlabel("mean |attribution| (units of the target)")
+    ax.set_xlim(left=0.0)
+    errors = "+- 1.96 x mean posterior std (conservative)" if attr.cov is not None else ""
+    ax.set_title(
+        f"Global importance over {attr.n_points} point(s)"
+        + (f"\nerror bars: {errors}" if errors else ""),
+        fontsize="medium",
+    )
+    ax.grid(axis="x", color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+    return figure
