@@ -1,0 +1,180 @@
+"""GPRegressor: optimum quality against scikit-learn, units, standardisation, edge cases."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_diabetes
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF as SkRBF
+from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
+
+import gpexplain as gx
+
+
+@pytest.fixture(scope="module")
+def diabetes():
+    X, y = load_diabetes(return_X_y=True, as_frame=True)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def fitted(diabetes):
+    X, y = diabetes
+    return gx.GPRegressor(kernel="ard", random_state=0).fit(X, y)
+
+
+def _small_problem(seed=0, n=60):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3)) * [1.0, 5.0, 0.2] + [0.0, 10.0, -3.0]
+    y = np.sin(X[:, 0]) + 0.1 * X[:, 1] + 2.0 * X[:, 2] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def test_optimum_at_least_as_good_as_sklearn(diabetes, fitted):
+    X, y = diabetes
+    Xs = (X - X.mean()) / X.std(ddof=0)
+    kernel = ConstantKernel(1.0) * SkRBF(np.ones(X.shape[1])) + WhiteKernel(0.1)
+    reference = GaussianProcessRegressor(
+        kernel, normalize_y=True, n_restarts_optimizer=5, random_state=0
+    ).fit(Xs, y)
+    assert fitted.log_marginal_likelihood_value_ >= reference.log_marginal_likelihood_value_ - 1e-6
+
+
+def test_reported_lml_is_the_standardised_optimum(diabetes, fitted):
+    # Recompute log N(y_s | c, K_s + noise_s I) on standardised data from the reported
+    # original-unit hyperparameters: the conversion must be exact.
+    X, y = diabetes
+    Xv, yv = X.to_numpy(), y.to_numpy()
+    y_scale = yv.std()
+    kernel = gx.kernels.RBF(
+        fitted.kernel_.lengthscale / Xv.std(0), fitted.kernel_.variance / y_scale**2
+    )
+    standard = gx.ExactPosterior(
+        (Xv - Xv.mean(0)) / Xv.std(0),
+        (yv - yv.mean()) / y_scale,
+        kernel,
+        fitted.noise_ / y_scale**2,
+        mean=(fitted.mean_ - yv.mean()) / y_scale,
+    )
+    assert standard.log_marginal_likelihood() == pytest.approx(
+        fitted.log_marginal_likelihood_value_, rel=1e-10
+    )
+
+
+def test_standardisation_is_harmless_for_attributions(diabetes, fitted):
+    # Affine scale invariance: the same model expressed on standardised inputs/targets gives
+    # the same attributions once the target scale is undone.
+    X, y = diabetes
+    Xv, yv = X.to_numpy(), y.to_numpy()
+    mu, sd, y_mu, y_sd = Xv.mean(0), Xv.std(0), yv.mean(), yv.std()
+    kernel = gx.kernels.RBF(fitted.kernel_.lengthscale / sd, fitted.kernel_.variance / y_sd**2)
+    standard = gx.ExactPosterior(
+        (Xv - mu) / sd,
+        (yv - y_mu) / y_sd,
+        kernel,
+        fitted.noise_ / y_sd**2,
+        mean=(fitted.mean_ - y_mu) / y_sd,
+    )
+    query, baseline = Xv[:15], np.median(Xv, axis=0)
+    original = gx.integrated_gradients(fitted, query, baseline=baseline)
+    rescaled = gx.integrated_gradients(standard, (query - mu) / sd, baseline=(baseline - mu) / sd)
+    scale = np.abs(original.mean).max()
+    np.testing.assert_allclose(rescaled.mean * y_sd, original.mean, atol=1e-9 * scale)
+    np.testing.assert_allclose(
+        rescaled.cov * y_sd**2, original.cov, atol=1e-9 * np.abs(original.cov).max()
+    )
+
+
+def test_refitting_on_affinely_transformed_inputs_gives_same_attributions():
+    X, y = _small_problem()
+    scale, shift = np.array([3.0, -0.5, 100.0]), np.array([-7.0, 2.0, 1e3])
+    first = gx.GPRegressor(n_restarts=1, random_state=1).fit(X, y)
+    second = gx.GPRegressor(n_restarts=1, random_state=1).fit(X * scale + shift, y)
+    a = gx.integrated_gradients(first, X[:10], baseline="mean")
+    b = gx.integrated_gradients(second, X[:10] * scale + shift, baseline="mean")
+    np.testing.assert_allclose(b.mean, a.mean, atol=1e-6 * np.abs(a.mean).max())
+    np.testing.assert_allclose(b.std, a.std, atol=1e-6 * a.std.max())
+
+
+def test_predict_matches_posterior_and_noisy_adds_noise(fitted, diabetes):
+    X, _ = diabetes
+    mean, std = fitted.predict(X.iloc[:5], return_std=True)
+    post_mean, post_var = fitted.posterior_.predict(X.iloc[:5])
+    np.testing.assert_allclose(mean, post_mean)
+    np.testing.assert_allclose(std**2, post_var)
+    _, noisy_std = fitted.predict(X.iloc[:5], return_std=True, noisy=True)
+    np.testing.assert_allclose(noisy_std**2 - std**2, fitted.noise_, rtol=1e-10)
+    assert fitted.feature_names_in_ == list(X.columns)
+
+
+def test_optimizer_none_keeps_given_hyperparameters():
+    X, y = _small_problem()
+    kernel = gx.kernels.RBF([1.0, 4.0, 0.3], variance=2.0)
+    model = gx.GPRegressor(kernel=kernel, noise=0.05, optimizer=None).fit(X, y)
+    np.testing.assert_allclose(model.kernel_.lengthscale, kernel.lengthscale, rtol=1e-12)
+    assert model.kernel_.variance == pytest.approx(2.0, rel=1e-12)
+    assert model.noise_ == pytest.approx(0.05, rel=1e-12)
+    direct = gx.ExactPosterior(X, y, kernel, 0.05, mean=y.mean())
+    np.testing.assert_allclose(model.predict(X[:5]), direct.predict(X[:5])[0], rtol=1e-10)
+
+
+def test_isotropic_kernel_scales_with_column_std():
+    X, y = _small_problem()
+    model = gx.GPRegressor(kernel="isotropic", n_restarts=1).fit(X, y)
+    ratio = model.kernel_.lengthscale / X.std(axis=0)
+    np.testing.assert_allclose(ratio, ratio[0], rtol=1e-10)
+
+
+def test_constant_column_is_ignored_with_zero_attribution():
+    X, y = _small_problem()
+    X = np.column_stack([X, np.full(len(X), 4.2)])
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "flat"])
+    with pytest.warns(UserWarning, match="'flat'"):
+        model = gx.GPRegressor(n_restarts=1).fit(frame, y)
+    assert model.constant_features_ == ["flat"]
+    assert np.isinf(model.kernel_.lengthscale[3])
+    query = frame.iloc[:5].copy()
+    query["flat"] = [0.0, 1.0, 2.0, 3.0, 100.0]
+    attr = gx.integrated_gradients(model, query)
+    assert np.all(attr.mean[:, 3] == 0.0) and np.all(attr.std[:, 3] == 0.0)
+    assert attr.completeness_gap()["mean"] < 1e-9 * np.abs(y).max()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "X", "message"),
+    [
+        ({}, np.ones((1, 2)), "at least 2"),
+        ({}, np.ones((5, 2)), "every column of X is constant"),
+        ({"kernel": "matern"}, None, "unknown kernel 'matern'"),
+        ({"optimizer": "adam"}, None, "unknown optimizer"),
+        ({"optimizer": None}, None, "optimizer=None needs"),
+        ({"n_restarts": -1}, None, "n_restarts"),
+        ({"noise": -1.0}, None, "noise must be a positive"),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(kwargs, X, message):
+    X_default, y = _small_problem()
+    X = X_default if X is None else X
+    with pytest.raises(ValueError, match=message):
+        gx.GPRegressor(**kwargs).fit(X, y[: len(X)])
+
+
+def test_unfitted_model_cannot_predict_or_explain():
+    model = gx.GPRegressor()
+    with pytest.raises(Exception, match="not fitted"):
+        model.predict(np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="not fitted"):
+        gx.integrated_gradients(model, np.zeros((1, 2)))
+
+
+def test_sklearn_clone_and_params():
+    model = gx.GPRegressor(kernel="isotropic", n_restarts=2, random_state=5)
+    copy = clone(model)
+    assert copy.get_params() == model.get_params()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        X, y = _small_problem()
+        assert copy.fit(X, y).score(X, y) > 0.9
