@@ -26,9 +26,7 @@ def _data(seed=0, n=40, d=3):
 
 def _sklearn(X, y, lengthscale=LENGTHSCALE, variance=VARIANCE, noise=NOISE):
     kernel = ConstantKernel(variance, "fixed") * SkRBF(lengthscale, "fixed")
-    model = GaussianProcessRegressor(
-        kernel=kernel, alpha=noise, optimizer=None, normalize_y=False
-    )
+    model = GaussianProcessRegressor(kernel=kernel, alpha=noise, optimizer=None, normalize_y=False)
     return model.fit(X, y)
 
 

@@ -58,9 +58,7 @@ def test_completeness_of_mean_and_covariance(setup3):
     target = attr.prediction - attr.baseline_prediction
     np.testing.assert_allclose(attr.mean.sum(1), target, rtol=0, atol=1e-10 * _scale(target))
     total = attr.cov.sum((1, 2))
-    np.testing.assert_allclose(
-        total, attr.difference_variance, rtol=0, atol=1e-10 * VARIANCE
-    )
+    np.testing.assert_allclose(total, attr.difference_variance, rtol=0, atol=1e-10 * VARIANCE)
     for p, x in enumerate(Xq):
         mean_diff, var_diff = _joint_difference(posterior, x, baseline)
         assert attr.mean[p].sum() == pytest.approx(mean_diff, abs=1e-10 * _scale(target))
@@ -188,9 +186,7 @@ def test_symmetry_preserving(lengthscale):
     scale = _scale(attr.mean)
     np.testing.assert_allclose(attr.mean[:, 0], attr.mean[:, 1], rtol=0, atol=1e-10 * scale)
     np.testing.assert_allclose(attr.var[:, 0], attr.var[:, 1], rtol=0, atol=1e-10 * VARIANCE)
-    np.testing.assert_allclose(
-        attr.cov[:, 0, 2], attr.cov[:, 1, 2], rtol=0, atol=1e-10 * VARIANCE
-    )
+    np.testing.assert_allclose(attr.cov[:, 0, 2], attr.cov[:, 1, 2], rtol=0, atol=1e-10 * VARIANCE)
     assert np.all(np.abs(attr.mean[:, 0]) > 1e-3)
 
 
@@ -355,7 +351,13 @@ def test_to_frame(setup3):
     attr = integrated_gradients(posterior, Xq, baseline)
     frame = attr.to_frame()
     assert list(frame.columns) == [
-        "point", "feature", "value", "attribution", "std", "lower", "upper"
+        "point",
+        "feature",
+        "value",
+        "attribution",
+        "std",
+        "lower",
+        "upper",
     ]
     assert len(frame) == 6 * 3
     assert not frame.duplicated(["point", "feature"]).any()

@@ -151,6 +151,9 @@ class RBF:
         v_sq = np.sum(v * v, axis=1)  # (n,)
         beta = d @ v.T  # (p, n) = d . v
         v_perp = v[None, :, :] - beta[:, :, None] * d[:, None, :]  # (p, n, D)
+        # When z_n lies near the path, v and beta d nearly cancel and leave an O(eps |v|)
+        # component along d; projecting once more removes it (Gram-Schmidt twice is enough).
+        v_perp -= np.sum(v_perp * d[:, None, :], axis=2)[:, :, None] * d[:, None, :]
         h2 = np.sum(v_perp * v_perp, axis=2)
         c = r[:, None] * beta + 0.5 * (r * r)[:, None]  # (|v+u|^2 - |v|^2) / 2
         E0 = np.exp(-0.5 * v_sq)[None, :] * np.ones_like(c)
