@@ -59,7 +59,7 @@ app = typer.Typer(
 # -- small helpers -------------------------------------------------------------------------
 def _fail(message: str) -> NoReturn:
     """Print ``Error: <message>`` as one line on stderr and exit with code 2."""
-    typer.echo("Error: " + " ".join(str(message).split()), err=True)
+    typer.echo("Error: " + " ".join(str(message).split()).rstrip(".") + ".", err=True)
     raise typer.Exit(code=2)
 
 
@@ -220,8 +220,11 @@ def _split_target(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.Se
 
 
 def _show_warnings(caught, console: Console) -> None:
+    """One line per distinct user-facing warning (UserWarning, RuntimeWarning)."""
     shown = set()
     for record in caught:
+        if not issubclass(record.category, UserWarning | RuntimeWarning):
+            continue  # DeprecationWarning and friends are for developers
         message = " ".join(str(record.message).split())
         if message not in shown:
             shown.add(message)
@@ -269,6 +272,8 @@ def _run(
         Progress(*columns, console=stderr) as progress,
     ):
         warnings.simplefilter("always")
+        # Jitter notices while the optimiser explores: internal to fitting, not about the data.
+        warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
         task = progress.add_task(f"Fitting GP ({kernel_name}, {len(X)} rows)", total=None)
         start = time.perf_counter()
         model = GPRegressor(kernel=kernel_name, random_state=seed)
@@ -448,7 +453,9 @@ HoldoutOption = Annotated[
 
 @app.command()
 def explain(
-    data: Annotated[str, typer.Argument(help="CSV (delimiter detected) or Parquet file.")],
+    data: Annotated[
+        str, typer.Argument(metavar="DATA", help="CSV (delimiter detected) or Parquet file.")
+    ],
     target: Annotated[str, typer.Option(help="Name of the target column.")],
     rows: RowsOption = "0:20",
     baseline: BaselineOption = "mean",
@@ -484,7 +491,13 @@ def datasets() -> None:
     frame = list_datasets()
     table = Table(title="Bundled data sets (gpexplain demo --dataset NAME)")
     for column in frame.columns:
-        table.add_column(column, justify="right" if column in ("rows", "features") else "left")
+        numeric = column in ("rows", "features")
+        table.add_column(
+            column,
+            justify="right" if numeric else "left",
+            no_wrap=numeric or column == "name",
+            overflow="fold",  # long DOIs break rather than vanish behind an ellipsis
+        )
     for record in frame.itertuples(index=False):
         table.add_row(*(str(value) for value in record))
     Console().print(table)

@@ -181,7 +181,10 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
     spread = 1.96 * np.mean(attr.std, axis=0)
     order = np.argsort(-importance, kind="stable")
     if ax is None:
-        figure = Figure(figsize=(6.4, _panel_height(attr.n_features)), layout="constrained")
+        longest = max(len(name) for name in attr.feature_names)
+        figure = Figure(
+            figsize=(4.8 + 0.075 * longest, _panel_height(attr.n_features)), layout="constrained"
+        )
         ax = figure.subplots()
     else:
         figure = ax.figure
@@ -196,14 +199,13 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
     ax.set_yticks(positions, [attr.feature_names[i] for i in order])
     if not ax.yaxis_inverted():
         ax.invert_yaxis()
-    ax.set_xlabel("mean |attribution| (units of the target)")
+    label = "mean |attribution| (units of the target)"
+    if attr.cov is not None:
+        label += "\nerror bars: \u00b11.96 \u00d7 mean posterior std (conservative)"
+    ax.set_xlabel(label)
     ax.set_xlim(left=0.0)
-    errors = "+- 1.96 x mean posterior std (conservative)" if attr.cov is not None else ""
-    ax.set_title(
-        f"Global importance over {attr.n_points} point(s)"
-        + (f"\nerror bars: {errors}" if errors else ""),
-        fontsize="medium",
-    )
+    points = f"{attr.n_points} point" + ("s" if attr.n_points != 1 else "")
+    ax.set_title(f"Global importance over {points}", fontsize="medium")
     ax.grid(axis="x", color="0.9", linewidth=0.6)
     ax.set_axisbelow(True)
     return figure

@@ -11,6 +11,7 @@ exactly zero. Estimators use this for constant training columns.
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial.distance import cdist
 
 from gpexplain.kernels._gaussian_integrals import (
     exp_difference,
@@ -77,13 +78,9 @@ class RBF:
     def __call__(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         """Kernel matrix ``k(X1, X2)`` of shape (n1, n2)."""
         S1, S2 = self._scaled(np.asarray(X1, float)), self._scaled(np.asarray(X2, float))
-        sq = (
-            np.sum(S1 * S1, axis=1)[:, None]
-            + np.sum(S2 * S2, axis=1)[None, :]
-            - 2.0 * S1 @ S2.T
-        )
-        # The expansion can dip below zero by round-off; distances are non-negative.
-        return self.variance * np.exp(-0.5 * np.maximum(sq, 0.0))
+        # Direct differences: the |a|^2 + |b|^2 - 2 a.b expansion cancels catastrophically
+        # when features sit far from zero relative to their lengthscale (e.g. latitudes).
+        return self.variance * np.exp(-0.5 * cdist(S1, S2, "sqeuclidean"))
 
     def diag(self, X: np.ndarray) -> np.ndarray:
         """``k(x, x)`` for each row of X, shape (n,)."""

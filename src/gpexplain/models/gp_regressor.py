@@ -23,12 +23,19 @@ from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import RBF
 from gpexplain.posterior import ExactPosterior
 
-__all__ = ["GPRegressor"]
+__all__ = ["FitError", "GPRegressor"]
 
 KERNELS = ("ard", "isotropic")
 OPTIMIZERS = ("lbfgs", None)
 _NOISE_LOWER_BOUND = 1e-6  # in standardised units, below scikit-learn's WhiteKernel bound 1e-5
 _DEFAULT_NOISE = 0.1  # standardised units, for the first start
+# Lengthscales below 1e-4 standard deviations only fit noise and make duplicated rows
+# numerically singular; bounding them keeps L-BFGS out of that degenerate corner.
+_LENGTHSCALE_LOWER_BOUND = 1e-4
+
+
+class FitError(RuntimeError):
+    """Hyperparameter optimisation failed from every starting point."""
 
 
 class GPRegressor(RegressorMixin, BaseEstimator):
@@ -84,6 +91,8 @@ class GPRegressor(RegressorMixin, BaseEstimator):
     ValueError, TypeError
         From ``fit``: bad inputs (named column/row), fewer than 2 rows, all columns constant,
         unknown kernel or optimizer.
+    FitError
+        From ``fit``: the optimiser failed from every starting point.
     """
 
     def __init__(
@@ -201,7 +210,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             if lml is not None:
                 results.append((lml, hyper))
         if not results:
-            raise RuntimeError(
+            raise FitError(
                 "hyperparameter optimisation failed from every starting point; try "
                 "optimizer=None with a given kernel and noise, or rescale the data."
             )
@@ -263,6 +272,7 @@ def _optimise(Xs, ys, start, max_iter, callback, start_index, n_starts):
         noise_constraint=gpytorch.constraints.GreaterThan(_NOISE_LOWER_BOUND)
     ).double()
     model = _ExactGPModel(X_t, y_t, likelihood, ard_dims=len(lengthscale)).double()
+
     model.covar_module.base_kernel.lengthscale = torch.as_tensor(lengthscale)
     model.covar_module.outputscale = torch.tensor(float(outputscale))
     likelihood.noise = torch.tensor(float(noise))
@@ -274,8 +284,8 @@ def _optimise(Xs, ys, start, max_iter, callback, start_index, n_starts):
         lr=1.0,
         max_iter=max_iter,
         line_search_fn="strong_wolfe",
-        tolerance_grad=1e-7,
-        tolerance_change=1e-12,
+        tolerance_grad=1e-5,
+        tolerance_change=1e-9,
         history_size=20,
     )
     evaluations = [0]
@@ -321,7 +331,10 @@ class _ExactGPModel(gpytorch.models.ExactGP):
         super().__init__(X, y, likelihood)
         self.mean_module = gpytorch.means.ConstantMean()
         self.covar_module = gpytorch.kernels.ScaleKernel(
-            gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims if ard_dims > 1 else None)
+            gpytorch.kernels.RBFKernel(
+                ard_num_dims=ard_dims if ard_dims > 1 else None,
+                lengthscale_constraint=gpytorch.constraints.GreaterThan(_LENGTHSCALE_LOWER_BOUND),
+            )
         )
 
     def forward(self, x):

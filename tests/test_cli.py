@@ -1,0 +1,412 @@
+"""End-to-end tests of the ``gpexplain`` command line (explain, demo, datasets)."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from gpexplain import cli
+from gpexplain.cli import app, parse_baseline, parse_rows
+from gpexplain.datasets import load_dataset
+from gpexplain.models import GPRegressor
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_WINE = REPO_ROOT.parent / "shared" / "data" / "wine_quality" / "winequality-red.csv"
+TAIPEI_TARGET = "Y house price of unit area"
+OUTPUT_FILES = ("attributions.csv", "summary.json", "attributions.png", "importance.png")
+CSV_COLUMNS = ["row", "point", "feature", "value", "attribution", "std", "lower", "upper"]
+SUMMARY_KEYS = {
+    "data_file",
+    "shape",
+    "target",
+    "feature_names",
+    "kernel",
+    "seed",
+    "hyperparameters",
+    "constant_features",
+    "log_marginal_likelihood",
+    "holdout",
+    "rows",
+    "explained_rows",
+    "method",
+    "interval_level",
+    "baseline",
+    "completeness_gap",
+    "timings_seconds",
+    "gpexplain_version",
+}
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def assert_ok(result):
+    assert result.exit_code == 0, result.output + repr(result.exception)
+
+
+def small_frame(n_rows: int = 40, seed: int = 0) -> pd.DataFrame:
+    """Synthetic regression table: y depends on a and b, not on c."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "a": rng.uniform(-2, 2, n_rows),
+            "b": rng.uniform(0, 10, n_rows),
+            "c": rng.normal(size=n_rows),
+        }
+    )
+    frame["y"] = np.sin(frame["a"]) + 0.3 * frame["b"] + 0.05 * rng.normal(size=n_rows)
+    return frame
+
+
+@pytest.fixture(scope="module")
+def taipei_run(tmp_path_factory):
+    """One explain run on the bundled Taipei real-estate data (414 rows), rows 0:5."""
+    folder = tmp_path_factory.mktemp("taipei")
+    X, y = load_dataset("taipei-real-estate")
+    data = folder / "taipei.csv"
+    pd.concat([X, y], axis=1).to_csv(data, index=False)
+    out = folder / "out"
+    result = invoke("explain", data, "--target", TAIPEI_TARGET, "--rows", "0:5", "--out", out)
+    return result, out, X, y
+
+
+@pytest.fixture
+def single_start(monkeypatch):
+    """Fit from one starting point (no random restarts) where fit quality is not the subject.
+
+    The command line itself is unchanged; only the optimiser does a quarter of the work.
+    """
+    monkeypatch.setattr(cli, "GPRegressor", partial(GPRegressor, n_restarts=0))
+
+
+@pytest.fixture
+def small_csv(tmp_path) -> Path:
+    path = tmp_path / "small.csv"
+    small_frame().to_csv(path, index=False)
+    return path
+
+
+# -- the main run ------------------------------------------------------------------------
+def test_explain_taipei_writes_all_files(taipei_run):
+    result, out, _, _ = taipei_run
+    assert_ok(result)
+    for name in OUTPUT_FILES:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert "Traceback" not in result.output
+    assert str(out) in result.stdout.replace("\n", "")
+
+
+def test_explain_taipei_attribution_table(taipei_run):
+    result, out, X, _ = taipei_run
+    assert_ok(result)
+    table = pd.read_csv(out / "attributions.csv")
+    assert list(table.columns) == CSV_COLUMNS
+    assert len(table) == 5 * X.shape[1]
+    assert table["row"].tolist() == np.repeat(np.arange(5), X.shape[1]).tolist()
+    assert table["feature"].tolist() == list(X.columns) * 5
+    np.testing.assert_allclose(table["value"], X.iloc[:5].to_numpy().ravel())
+    assert np.all(table["std"] >= 0)
+    np.testing.assert_allclose(
+        table["upper"] - table["attribution"], 1.959964 * table["std"], rtol=1e-5, atol=1e-12
+    )
+    assert np.all(table["lower"] <= table["attribution"])
+
+
+def test_explain_taipei_summary(taipei_run):
+    result, out, X, y = taipei_run
+    assert_ok(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == SUMMARY_KEYS
+    assert summary["shape"] == {"rows": 414, "columns": 7, "features": 6}
+    assert summary["target"] == TAIPEI_TARGET
+    assert summary["feature_names"] == list(X.columns)
+    assert summary["kernel"] == "ard"
+    hyper = summary["hyperparameters"]
+    assert set(hyper["lengthscales"]) == set(X.columns)
+    assert all(v is not None and v > 0 for v in hyper["lengthscales"].values())
+    assert hyper["variance"] > 0 and hyper["noise"] > 0
+    assert y.min() < hyper["mean"] < y.max()
+    assert summary["constant_features"] == []
+    assert np.isfinite(summary["log_marginal_likelihood"])
+    holdout = summary["holdout"]
+    assert holdout["n_train"] == 331 and holdout["n_test"] == 83
+    assert 0.0 < holdout["r2"] <= 1.0  # ML-II overfits Taipei's coordinates: about 0.27
+    assert summary["explained_rows"] == [0, 1, 2, 3, 4]
+    baseline = summary["baseline"]
+    assert baseline["spec"] == "mean"
+    np.testing.assert_allclose(list(baseline["vector"].values()), X.mean().to_numpy())
+    assert set(summary["timings_seconds"]) == {"fit", "explain", "holdout"}
+    assert all(t >= 0 for t in summary["timings_seconds"].values())
+    # Completeness ties the table to the summary: attributions sum to prediction - baseline.
+    table = pd.read_csv(out / "attributions.csv")
+    assert np.isfinite(table.groupby("row")["attribution"].sum()).all()
+
+
+def test_explain_taipei_completeness(taipei_run):
+    """Completeness gaps, relative to the target's scale (std of y) and variance."""
+    result, out, _, y = taipei_run
+    assert_ok(result)
+    gaps = json.loads((out / "summary.json").read_text())["completeness_gap"]
+    assert gaps["mean"] / y.std() < 1e-8
+    assert gaps["variance"] / y.var() < 1e-8
+
+
+def test_explain_taipei_prints_top_features(taipei_run):
+    result, _, _, _ = taipei_run
+    assert "Row 0: prediction" in result.stdout
+    assert "X3 distance to the" in result.stdout
+
+
+# -- other inputs --------------------------------------------------------------------------
+def test_datasets_command_lists_the_three_sets():
+    result = invoke("datasets")
+    assert_ok(result)
+    for name in ("diabetes", "wine-quality-red", "taipei-real-estate"):
+        assert name in result.stdout
+
+
+def test_version():
+    result = invoke("--version")
+    assert_ok(result)
+    assert result.stdout.startswith("gpexplain ")
+
+
+@pytest.mark.skipif(not SHARED_WINE.is_file(), reason="shared wine data not present")
+def test_explain_wine_detects_semicolons(tmp_path, single_start):
+    lines = SHARED_WINE.read_text().splitlines(keepends=True)[:301]
+    assert ";" in lines[0]
+    data = tmp_path / "wine300.csv"
+    data.write_text("".join(lines))
+    out = tmp_path / "out"
+    result = invoke(
+        "explain",
+        data,
+        "--target",
+        "quality",
+        "--rows",
+        "0,7",
+        "--kernel",
+        "isotropic",
+        "--no-holdout",
+        "--out",
+        out,
+    )
+    assert_ok(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["shape"] == {"rows": 300, "columns": 12, "features": 11}
+    assert summary["feature_names"][0] == "fixed acidity"
+    assert summary["holdout"]["r2"] is None
+    table = pd.read_csv(out / "attributions.csv")
+    assert sorted(set(table["row"])) == [0, 7]
+
+
+def test_constant_column_gets_exactly_zero_attribution(tmp_path, single_start):
+    frame = small_frame()
+    frame.insert(1, "const", 3.5)
+    data = tmp_path / "constant.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "out"
+    result = invoke("explain", data, "--target", "y", "--rows", "0:4", "--no-holdout", "--out", out)
+    assert_ok(result)
+    warning_lines = [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
+    assert any("'const'" in line for line in warning_lines), result.stderr
+    table = pd.read_csv(out / "attributions.csv")
+    constant = table[table["feature"] == "const"]
+    assert len(constant) == 4
+    assert (constant["attribution"] == 0.0).all() and (constant["std"] == 0.0).all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["constant_features"] == ["const"]
+    assert summary["hyperparameters"]["lengthscales"]["const"] is None
+    assert summary["hyperparameters"]["lengthscales"]["a"] > 0
+
+
+def test_parquet_input_and_row_baseline(tmp_path, single_start):
+    data = tmp_path / "small.parquet"
+    small_frame().to_parquet(data)
+    out = tmp_path / "out"
+    result = invoke(
+        "explain",
+        data,
+        "--target",
+        "y",
+        "--rows",
+        "2:5",
+        "--baseline",
+        "7",
+        "--kernel",
+        "isotropic",
+        "--seed",
+        3,
+        "--out",
+        out,
+    )
+    assert_ok(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["kernel"] == "isotropic" and summary["seed"] == 3
+    assert summary["baseline"]["spec"] == "row 7"
+    expected = small_frame().drop(columns="y").iloc[7].to_numpy()
+    np.testing.assert_allclose(list(summary["baseline"]["vector"].values()), expected)
+    assert summary["explained_rows"] == [2, 3, 4]
+    assert summary["holdout"]["n_test"] == 8
+    assert summary["holdout"]["r2"] is not None
+
+
+def test_demo_rejects_unknown_dataset(tmp_path):
+    result = invoke("demo", "--dataset", "iris", "--out", tmp_path / "demo")
+    assert result.exit_code == 2
+    assert "diabetes" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_demo_on_diabetes(tmp_path):
+    out = tmp_path / "demo"
+    result = invoke("demo", "--out", out)
+    assert_ok(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["data_file"] == "bundled:diabetes"
+    assert summary["explained_rows"] == list(range(20))
+    assert len(pd.read_csv(out / "attributions.csv")) == 20 * 10
+    for name in OUTPUT_FILES:
+        assert (out / name).is_file()
+
+
+# -- bad input -----------------------------------------------------------------------------
+def _write(tmp_path, name, frame):
+    path = tmp_path / name
+    frame.to_csv(path, index=False)
+    return path
+
+
+def _bad_cases(tmp_path, small_csv):
+    """(arguments, expected message fragments) for every kind of bad input."""
+    frame = small_frame()
+    text_column = frame.assign(city=["Taipei", "Tainan"] * 20)
+    stray = frame.astype({"b": object})
+    stray.loc[5, "b"] = "?"
+    with_nan = frame.copy()
+    with_nan.loc[3, "b"] = np.nan
+    with_inf = frame.copy()
+    with_inf.loc[6, "c"] = np.inf
+    nan_target = frame.copy()
+    nan_target.loc[2, "y"] = np.nan
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"PK\x03\x04\x00\x00\x00binary")
+    ok = ["--target", "y"]
+    return {
+        "missing target": ([small_csv, "--target", "price"], ["'price' not found", "'a'", "'y'"]),
+        "non-numeric column": (
+            [_write(tmp_path, "text.csv", text_column), *ok],
+            ["'city'", "not numeric", "one-hot"],
+        ),
+        "stray marker": ([_write(tmp_path, "stray.csv", stray), *ok], ["'b'", "row 5", "'?'"]),
+        "NaN": ([_write(tmp_path, "nan.csv", with_nan), *ok], ["NaN", "row 3", "'b'"]),
+        "inf": ([_write(tmp_path, "inf.csv", with_inf), *ok], ["inf", "row 6", "'c'"]),
+        "NaN target": ([_write(tmp_path, "nant.csv", nan_target), *ok], ["'y'", "row 2"]),
+        "one row": ([_write(tmp_path, "one.csv", frame.iloc[:1]), *ok], ["1 row", "at least 2"]),
+        "header only": ([_write(tmp_path, "none.csv", frame.iloc[:0]), *ok], ["0 row"]),
+        "only target": ([_write(tmp_path, "only.csv", frame[["y"]]), *ok], ["no feature"]),
+        "rows spec": ([small_csv, *ok, "--rows", "first"], ["unknown --rows", "'first'"]),
+        "rows three parts": ([small_csv, *ok, "--rows", "1:2:3"], ["unknown --rows"]),
+        "rows out of range": ([small_csv, *ok, "--rows", "3,40"], ["40", "out of range"]),
+        "empty range": ([small_csv, *ok, "--rows", "50:60"], ["selects no rows", "40 rows"]),
+        "negative row": ([small_csv, *ok, "--rows", "-1:3"], ["--rows"]),
+        "baseline spec": ([small_csv, *ok, "--baseline", "average"], ["unknown --baseline"]),
+        "baseline row": ([small_csv, *ok, "--baseline", "40"], ["row 40", "out of range"]),
+        "kernel": ([small_csv, *ok, "--kernel", "matern"], ["unknown --kernel", "'matern'"]),
+        "seed": ([small_csv, *ok, "--seed", "-1"], ["--seed"]),
+        "missing file": ([tmp_path / "nope.csv", *ok], ["nope.csv", "no such file"]),
+        "empty file": ([empty, *ok], ["empty.csv", "empty"]),
+        "binary file": ([binary, *ok], ["binary.csv", "binary"]),
+        "directory": ([tmp_path, *ok], ["not a regular file"]),
+    }
+
+
+CASES = [
+    "missing target",
+    "non-numeric column",
+    "stray marker",
+    "NaN",
+    "inf",
+    "NaN target",
+    "one row",
+    "header only",
+    "only target",
+    "rows spec",
+    "rows three parts",
+    "rows out of range",
+    "empty range",
+    "negative row",
+    "baseline spec",
+    "baseline row",
+    "kernel",
+    "seed",
+    "missing file",
+    "empty file",
+    "binary file",
+    "directory",
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_exits_2_with_one_line(case, tmp_path, small_csv):
+    arguments, fragments = _bad_cases(tmp_path, small_csv)[case]
+    out = tmp_path / "out"
+    result = invoke("explain", *arguments, "--out", out)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    message = result.stderr.strip()
+    assert message.startswith("Error: ") and "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    assert not (out / "summary.json").exists()
+
+
+def test_bad_case_list_is_complete(tmp_path, small_csv):
+    assert sorted(CASES) == sorted(_bad_cases(tmp_path, small_csv))
+
+
+# -- parsing helpers -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("0:3", [0, 1, 2]),
+        (" 2:4 ", [2, 3]),
+        (":2", [0, 1]),
+        ("8:", [8, 9]),
+        ("5:100", [5, 6, 7, 8, 9]),
+        ("3,7,9", [3, 7, 9]),
+        ("9, 3,9", [9, 3]),
+        ("4", [4]),
+        ("ALL", list(range(10))),
+    ],
+)
+def test_parse_rows(spec, expected):
+    assert parse_rows(spec, 10) == expected
+
+
+@pytest.mark.parametrize("spec", ["", "x", "1-3", "1:2:3", "3,10", "10:12", "4:4", "-2", "1.5"])
+def test_parse_rows_rejects(spec):
+    with pytest.raises(ValueError, match="--rows"):
+        parse_rows(spec, 10)
+
+
+def test_parse_baseline():
+    X = small_frame().drop(columns="y")
+    assert parse_baseline("Median", X) == ("median", "median")
+    vector, label = parse_baseline("12", X)
+    assert label == "row 12"
+    np.testing.assert_array_equal(vector, X.iloc[12].to_numpy())
+    for spec in ("40", "-1", "first", "1e3"):
+        with pytest.raises(ValueError, match="--baseline"):
+            parse_baseline(spec, X)

@@ -1,0 +1,118 @@
+"""Figures of attributions: structure, error-bar lengths and argument checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.container import ErrorbarContainer
+from matplotlib.figure import Figure
+
+import gpexplain as gx
+from gpexplain.attribution import Attribution
+from gpexplain.plot import plot_attributions, plot_global_importance
+
+NAMES = ["a", "b", "c"]
+
+
+@pytest.fixture(scope="module")
+def attr() -> Attribution:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 3))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1]
+    posterior = gx.ExactPosterior(
+        X, y, gx.kernels.RBF([1.0, 1.5, 2.0], 1.0), 0.01, feature_names=NAMES
+    )
+    return gx.integrated_gradients(posterior, X[:6])
+
+
+def _error_segments(axis):
+    """Horizontal error-bar segments of a barh plot, top to bottom by y."""
+    (container,) = [c for c in axis.containers if isinstance(c, ErrorbarContainer)]
+    return sorted(container.lines[2][0].get_segments(), key=lambda s: s[0][1])
+
+
+def _bars(axis):
+    return sorted(axis.patches, key=lambda patch: patch.get_y())
+
+
+def test_plot_attributions_default_panels(attr, tmp_path):
+    figure = plot_attributions(attr)
+    assert isinstance(figure, Figure)
+    assert len(figure.axes) == 4
+    first = figure.axes[0]
+    assert [t.get_text() for t in first.get_yticklabels()] == NAMES
+    widths = [patch.get_width() for patch in _bars(first)]
+    np.testing.assert_allclose(widths, attr.mean[0])
+    assert "prediction" in first.get_title() and "baseline" in first.get_title()
+    figure.savefig(tmp_path / "attributions.png")
+    assert (tmp_path / "attributions.png").stat().st_size > 0
+
+
+def test_plot_attributions_error_bars_are_95_percent_intervals(attr):
+    figure = plot_attributions(attr, points=[2])
+    (axis,) = figure.axes
+    lower, upper = attr.interval(0.95)
+    for feature, segment in enumerate(_error_segments(axis)):
+        np.testing.assert_allclose(sorted(segment[:, 0]), [lower[2, feature], upper[2, feature]])
+
+
+def test_plot_attributions_labels_and_axes(attr):
+    figure = plot_attributions(attr, points=[1, 3], point_labels=["row 10", "row 30"])
+    assert figure.axes[1].get_title().startswith("row 30")
+    target = Figure()
+    axes = target.subplots(1, 2)
+    assert plot_attributions(attr, points=[0, 5], ax=axes) is target
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"points": [6]}, "out of range"),
+        ({"points": []}, "empty"),
+        ({"max_points": 0}, "max_points"),
+        ({"points": [0, 1], "point_labels": ["x"]}, "point_labels"),
+    ],
+)
+def test_plot_attributions_rejects_bad_arguments(attr, kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        plot_attributions(attr, **kwargs)
+
+
+def test_plot_attributions_rejects_wrong_axes_and_types(attr):
+    axis = Figure().subplots()
+    with pytest.raises(ValueError, match="one Axes per point"):
+        plot_attributions(attr, ax=axis)
+    with pytest.raises(TypeError, match="Attribution"):
+        plot_attributions(attr.mean)
+
+
+def test_plot_global_importance_bars_and_conservative_errors(attr):
+    figure = plot_global_importance(attr)
+    (axis,) = figure.axes
+    importance = np.mean(np.abs(attr.mean), axis=0)
+    order = np.argsort(-importance)
+    assert [t.get_text() for t in axis.get_yticklabels()] == [NAMES[i] for i in order]
+    widths = [patch.get_width() for patch in _bars(axis)]
+    np.testing.assert_allclose(widths, importance[order])
+    segments = _error_segments(axis)
+    spread = 1.96 * attr.std.mean(axis=0)[order]
+    for segment, bar, half in zip(segments, importance[order], spread, strict=True):
+        low, high = sorted(segment[:, 0])
+        assert high == pytest.approx(bar + half)
+        assert low == pytest.approx(max(bar - half, 0.0))
+
+
+def test_plots_without_covariance(attr):
+    mean_only = Attribution(
+        mean=attr.mean,
+        cov=None,
+        X=attr.X,
+        prediction=attr.prediction,
+        baseline=None,
+        baseline_prediction=None,
+        feature_names=NAMES,
+        method="test",
+    )
+    figure = plot_attributions(mean_only, points=[0])
+    assert "baseline" not in figure.axes[0].get_title()
+    assert isinstance(plot_global_importance(mean_only), Figure)
