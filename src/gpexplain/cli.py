@@ -36,7 +36,7 @@ import gpexplain
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.datasets import list_datasets, load_dataset, read_table
 from gpexplain.explain import integrated_gradients
-from gpexplain.models import GPRegressor
+from gpexplain.models import FitError, GPRegressor
 from gpexplain.plot import plot_attributions, plot_global_importance
 
 __all__ = ["app", "parse_rows", "parse_baseline"]
@@ -279,7 +279,7 @@ def _run(
         model = GPRegressor(kernel=kernel_name, random_state=seed)
         try:
             model.fit(X, y, callback=_advance(progress, task))
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, FitError) as error:
             progress.stop()
             _fail(str(error))
         timings["fit"] = time.perf_counter() - start
@@ -361,7 +361,7 @@ def _holdout(X: pd.DataFrame, y: pd.Series, kernel: str, seed: int, callback) ->
         model = GPRegressor(kernel=kernel, random_state=seed).fit(
             X_train, y_train, callback=callback
         )
-    except ValueError as error:  # e.g. every column constant in the training split
+    except (ValueError, FitError) as error:  # e.g. every column constant in the split
         result["skipped"] = " ".join(str(error).split())
         return result
     result["r2"] = _finite_or_none(model.score(X_test, y_test))
