@@ -6,7 +6,7 @@ features and a feature-by-feature covariance. Plots, tables and metrics all read
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,6 @@ class Attribution:
     feature_names: list[str]
     method: str
     difference_variance: np.ndarray | None = None
-    info: dict = field(default_factory=dict)
 
     def __post_init__(self):
         n_points, n_features = self.mean.shape
