@@ -178,3 +178,15 @@ def test_sklearn_clone_and_params():
         warnings.simplefilter("error")
         X, y = _small_problem()
         assert copy.fit(X, y).score(X, y) > 0.9
+
+
+def test_exact_duplicate_rows_are_fitted_once():
+    # Copies of (x, y) would be predicted perfectly by a vanishing lengthscale and noise,
+    # which the marginal likelihood rewards without bound; they are fitted once, with a warning.
+    X, y = _small_problem(n=50)
+    X_dup, y_dup = np.vstack([X, X[:20]]), np.concatenate([y, y[:20]])
+    with pytest.warns(UserWarning, match="20 row"):
+        model = gx.GPRegressor(n_restarts=1).fit(X_dup, y_dup)
+    assert model.noise_ > 1e-4 * np.var(y)
+    assert np.all(model.kernel_.lengthscale > 1e-2 * X.std(axis=0))
+    assert len(model.posterior_.train_targets) == 70  # the posterior keeps every row

@@ -138,29 +138,29 @@ def integrated_gradients(
                 "method='quadrature'."
             )
 
-        def functionals(block):
+        def explain_block(block):
+            if not return_cov:  # contract with alpha without forming the cross term
+                return kernel.integrated_gradient_mean(block, xt, Z, posterior.alpha), None
             cross = kernel.integrated_gradient_cross(block, xt, Z)
-            prior = kernel.integrated_gradient_prior(block, xt) if return_cov else None
-            return cross, prior
+            prior = kernel.integrated_gradient_prior(block, xt)
+            return functional_posterior(posterior, cross, prior)
 
         label = "integrated gradients (closed form)"
     elif method == "quadrature":
         nodes, weights = quadrature_rule(rule, n_steps)
         torch_kernel = kernel.torch_kernel(Z.shape[1])
 
-        def functionals(block):
-            return integrated_gradient_functionals(
+        def explain_block(block):
+            cross, prior = integrated_gradient_functionals(
                 torch_kernel, block, xt, Z, nodes, weights, with_prior=return_cov
             )
+            return functional_posterior(posterior, cross, prior)
 
         label = f"integrated gradients ({rule} quadrature, n_steps={n_steps})"
     else:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}.")
     if rule not in QUADRATURE_RULES:
         raise ValueError(f"unknown quadrature rule {rule!r}; choose one of {QUADRATURE_RULES}.")
-
-    def explain_block(block):
-        return functional_posterior(posterior, *functionals(block))
 
     size = chunk_size if chunk_size is not None else default_chunk_size(*Z.shape)
     if method == "quadrature":

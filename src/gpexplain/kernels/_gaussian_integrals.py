@@ -68,6 +68,7 @@ def path_integral_unit_gaussian(
     -------
     ndarray, broadcast shape of the inputs
     """
+    r, z0, h2, E0, E1 = np.broadcast_arrays(r, z0, h2, E0, E1)
     width = r / np.sqrt(2.0)
     z1 = z0 + width
     mid = 0.5 * (z0 + z1)
@@ -76,27 +77,24 @@ def path_integral_unit_gaussian(
     both_negative = (z1 <= 0.0) & ~short
     straddle = ~(short | both_positive | both_negative)
 
-    result = np.zeros(np.broadcast_shapes(r.shape, z0.shape, h2.shape, E0.shape, E1.shape))
-    half_h2 = 0.5 * h2
-    if short.any():
-        s = mid[..., None] + 0.5 * width[..., None] * _GL_NODES
-        quad = np.exp(-half_h2[..., None] - s * s) @ _GL_WEIGHTS
-        result = np.where(short, 0.5 * r * quad, result)
-    if both_positive.any():
-        a0 = np.where(both_positive, z0, 0.0)
-        a1 = np.where(both_positive, z1, 1.0)
-        ratio = np.exp(-width * (a0 + a1))  # exp(z0^2 - z1^2) <= exp(-1/2)
-        value = _SQRT_HALF_PI * E0 * (erfcx(a0) - ratio * erfcx(a1))
-        result = np.where(both_positive, value, result)
-    if both_negative.any():
-        b0 = np.where(both_negative, -z1, 0.0)
-        b1 = np.where(both_negative, -z0, 1.0)
-        ratio = np.exp(-width * (b0 + b1))
-        value = _SQRT_HALF_PI * E1 * (erfcx(b0) - ratio * erfcx(b1))
-        result = np.where(both_negative, value, result)
-    if straddle.any():
-        value = _SQRT_HALF_PI * np.exp(-half_h2) * (erf(z1) - erf(z0))
-        result = np.where(straddle, value, result)
+    # Each regime is evaluated only on its own elements (boolean indexing), never on all.
+    result = np.empty(r.shape)
+    w, m = width[short], mid[short]
+    s = m[:, None] + 0.5 * w[:, None] * _GL_NODES
+    result[short] = 0.5 * r[short] * (np.exp(-0.5 * h2[short][:, None] - s * s) @ _GL_WEIGHTS)
+    a0, a1 = z0[both_positive], z1[both_positive]
+    ratio = np.exp(-width[both_positive] * (a0 + a1))  # exp(z0^2 - z1^2) <= exp(-1/2)
+    result[both_positive] = _SQRT_HALF_PI * E0[both_positive] * (
+        erfcx(a0) - ratio * erfcx(a1)
+    )
+    b0, b1 = -z1[both_negative], -z0[both_negative]
+    ratio = np.exp(-width[both_negative] * (b0 + b1))
+    result[both_negative] = _SQRT_HALF_PI * E1[both_negative] * (
+        erfcx(b0) - ratio * erfcx(b1)
+    )
+    result[straddle] = (
+        _SQRT_HALF_PI * np.exp(-0.5 * h2[straddle]) * (erf(z1[straddle]) - erf(z0[straddle]))
+    )
     return result
 
 

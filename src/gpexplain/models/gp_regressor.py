@@ -77,7 +77,8 @@ class GPRegressor(RegressorMixin, BaseEstimator):
     mean_ : float
         Fitted constant prior mean (units of y).
     log_marginal_likelihood_value_ : float
-        Optimum on the standardised targets (scikit-learn's ``normalize_y=True`` convention).
+        Optimum on the standardised targets (scikit-learn's ``normalize_y=True`` convention),
+        over the distinct rows (exact duplicate rows are fitted once, with a warning).
     restarts_ : list of dict
         Log marginal likelihood reached from each starting point.
     constant_features_ : list of str
@@ -191,6 +192,20 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         y_scale = y_std if y_std > 0 else 1.0
         Xs = (X[:, active] - x_mean) / x_scale
         ys = (y - y_mean) / y_scale
+        # Rows repeated exactly (features and target) let the marginal likelihood grow
+        # without bound as lengthscales and noise shrink (each copy is then predicted
+        # perfectly), so the hyperparameters are fitted on the distinct rows only.
+        _, distinct = np.unique(np.column_stack([Xs, ys]), axis=0, return_index=True)
+        if distinct.size < len(ys):
+            warnings.warn(
+                f"{len(ys) - distinct.size} row(s) repeat another row exactly (features and "
+                f"target); hyperparameters are fitted on the {distinct.size} distinct rows, "
+                "the posterior uses all rows.",
+                UserWarning,
+                stacklevel=2,
+            )
+            distinct = np.sort(distinct)
+            Xs, ys = Xs[distinct], ys[distinct]
 
         starts = self._starting_points(ard, active.size, active, x_scale, y_scale)
         results, self.restarts_ = [], []
