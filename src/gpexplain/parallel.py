@@ -16,9 +16,15 @@ _MEMORY_BUDGET_BYTES = 256 * 2**20
 _ARRAYS_PER_ELEMENT = 8  # float64 arrays of size n_train * n_features alive per point
 
 
-def default_chunk_size(n_train: int, n_features: int) -> int:
-    """Points per chunk so that the per-chunk working set stays near 256 MiB."""
-    per_point = 8 * _ARRAYS_PER_ELEMENT * max(n_train, 1) * max(n_features, 1)
+def default_chunk_size(n_train: int, n_features: int, copies_per_point: int = 1) -> int:
+    """Points per chunk so that the per-chunk working set stays near 256 MiB.
+
+    ``copies_per_point`` counts how many (n_train, n_features) slabs one point needs, e.g.
+    the number of quadrature nodes along its path.
+    """
+    per_point = (
+        8 * _ARRAYS_PER_ELEMENT * max(n_train, 1) * max(n_features, 1) * max(copies_per_point, 1)
+    )
     return max(1, _MEMORY_BUDGET_BYTES // per_point)
 
 

@@ -436,3 +436,15 @@ def test_quadrature_covariance_at_baseline(setup3, alone):
     points = baseline[None, :] if alone else np.vstack([baseline, Xq[:2]])
     attr = integrated_gradients(posterior, points, baseline, method="quadrature")
     assert np.all(attr.mean[0] == 0.0) and np.all(attr.cov[0] == 0.0)
+
+
+@pytest.mark.parametrize("rule", ["gauss-legendre", "simpson"])
+def test_quadrature_mean_only_path_matches_full_path(setup3, rule):
+    # The mean-only path differentiates k(., Z) alpha directly; the full path builds the
+    # cross term and contracts it. Same rule, same numbers.
+    posterior, Xq, baseline = setup3
+    full = integrated_gradients(posterior, Xq, baseline, method="quadrature", rule=rule, n_steps=16)
+    light = integrated_gradients(
+        posterior, Xq, baseline, method="quadrature", rule=rule, n_steps=16, return_cov=False
+    )
+    np.testing.assert_allclose(light.mean, full.mean, rtol=0, atol=1e-12 * np.abs(full.mean).max())

@@ -19,6 +19,7 @@ from gpexplain.explain._gaussian_functional import functional_posterior
 from gpexplain.explain.quadrature import (
     QUADRATURE_RULES,
     integrated_gradient_functionals,
+    integrated_gradient_mean,
     quadrature_rule,
 )
 from gpexplain.parallel import default_chunk_size, map_chunks
@@ -151,8 +152,13 @@ def integrated_gradients(
         torch_kernel = kernel.torch_kernel(Z.shape[1])
 
         def explain_block(block):
+            if not return_cov:
+                mean = integrated_gradient_mean(
+                    torch_kernel, block, xt, Z, posterior.alpha, nodes, weights
+                )
+                return mean, None
             cross, prior = integrated_gradient_functionals(
-                torch_kernel, block, xt, Z, nodes, weights, with_prior=return_cov
+                torch_kernel, block, xt, Z, nodes, weights, with_prior=True
             )
             return functional_posterior(posterior, cross, prior)
 
@@ -162,11 +168,11 @@ def integrated_gradients(
     if rule not in QUADRATURE_RULES:
         raise ValueError(f"unknown quadrature rule {rule!r}; choose one of {QUADRATURE_RULES}.")
 
-    size = chunk_size if chunk_size is not None else default_chunk_size(*Z.shape)
-    if method == "quadrature":
-        # Autograd graphs hold n_nodes copies of every point: keep quadrature chunks smaller.
-        size = max(1, size // max(1, len(nodes) // 8)) if chunk_size is None else size
-    mean, cov = map_chunks(explain_block, X, size)
+    if chunk_size is None:
+        # Quadrature holds every (node, training point) pair of a point in its autograd graph.
+        copies = len(nodes) if method == "quadrature" else 1
+        chunk_size = default_chunk_size(*Z.shape, copies_per_point=copies)
+    mean, cov = map_chunks(explain_block, X, chunk_size)
     prediction, _ = posterior.predict(X)
     baseline_prediction, _ = posterior.predict(xt[None, :])
     difference_variance = posterior.difference_variance(X, xt) if return_cov else None
