@@ -202,3 +202,11 @@ def test_duplicated_row_without_noise_uses_jitter():
     mean, cov = posterior.predict(Xq, return_cov=True)
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))
     assert np.isfinite(posterior.log_marginal_likelihood())
+
+
+def test_predict_mean_matches_predict():
+    X, y = _data()
+    posterior = _posterior(X, y)
+    query = X[:7] + 0.3
+    expected = posterior.predict(query)[0]
+    np.testing.assert_allclose(posterior.predict_mean(query), expected, rtol=1e-14)

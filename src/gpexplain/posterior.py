@@ -152,6 +152,11 @@ class ExactPosterior:
         solved = solve_triangular(self.cholesky, flat.T, lower=True, check_finite=False)
         return solved.reshape((self.cholesky.shape[0],) + cross.shape[:-1])
 
+    def predict_mean(self, X) -> np.ndarray:
+        """Latent posterior mean ``m0 + k(X, Z) a`` only, shape (n_points,)."""
+        X = self.check_inputs(X)
+        return self.mean + self.kernel(X, self.train_inputs) @ self.alpha
+
     def predict(self, X, return_cov: bool = False):
         """Latent posterior mean and variance (or full covariance) of f at X.
 

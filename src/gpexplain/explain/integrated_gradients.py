@@ -173,8 +173,8 @@ def integrated_gradients(
         copies = len(nodes) if method == "quadrature" else 1
         chunk_size = default_chunk_size(*Z.shape, copies_per_point=copies)
     mean, cov = map_chunks(explain_block, X, chunk_size)
-    prediction, _ = posterior.predict(X)
-    baseline_prediction, _ = posterior.predict(xt[None, :])
+    prediction = posterior.predict_mean(X)
+    baseline_prediction = posterior.predict_mean(xt[None, :])
     difference_variance = posterior.difference_variance(X, xt) if return_cov else None
     check_finite_result("integrated_gradients", mean, cov)
     return Attribution(
