@@ -210,3 +210,13 @@ def test_predict_mean_matches_predict():
     query = X[:7] + 0.3
     expected = posterior.predict(query)[0]
     np.testing.assert_allclose(posterior.predict_mean(query), expected, rtol=1e-14)
+
+
+def test_dataframe_query_with_other_columns_is_refused():
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    posterior = ExactPosterior(frame, y, RBF(LENGTHSCALE, VARIANCE), NOISE)
+    posterior.predict(frame.iloc[:2])  # same columns: fine
+    posterior.predict(X[:2])  # NumPy carries no names: fine
+    with pytest.raises(ValueError, match=r"do not match the training features"):
+        posterior.predict(frame[["b", "a", "c"]].iloc[:2])

@@ -16,9 +16,15 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 from scipy.linalg import cho_solve, solve_triangular
 
-from gpexplain._validation import as_feature_matrix, as_target, check_feature_count
+from gpexplain._validation import (
+    as_feature_matrix,
+    as_target,
+    check_feature_count,
+    check_finite_result,
+)
 from gpexplain.kernels import as_kernel
 
 __all__ = ["ExactPosterior", "as_posterior", "cholesky_with_jitter"]
@@ -138,9 +144,20 @@ class ExactPosterior:
 
     def check_inputs(self, X, name: str = "X") -> np.ndarray:
         """Validate query points against the training features; return float64 (n, n_features)."""
-        X, _ = as_feature_matrix(X, name)
-        check_feature_count(X, self.n_features, name)
-        return X
+        values, names = as_feature_matrix(X, name)
+        check_feature_count(values, self.n_features, name)
+        default_names = [f"x{i}" for i in range(self.n_features)]
+        if (
+            isinstance(X, pd.DataFrame)
+            and self.feature_names != default_names
+            and names != self.feature_names
+        ):
+            # A reordered or renamed table would be explained column by column silently wrong.
+            raise ValueError(
+                f"{name} columns {names} do not match the training features "
+                f"{self.feature_names}; select them in that order, e.g. X[{self.feature_names}]."
+            )
+        return values
 
     def whiten(self, cross: np.ndarray) -> np.ndarray:
         """``L^{-1} cross^T`` for ``cross`` of shape (..., n_train); returns (n_train, ...).
@@ -178,9 +195,12 @@ class ExactPosterior:
         W = self.whiten(cross)
         if return_cov:
             cov = self.kernel(X, X) - W.T @ W
-            return mean, 0.5 * (cov + cov.T)
-        var = self.kernel.diag(X) - np.sum(W * W, axis=0)
-        return mean, np.maximum(var, 0.0)
+            cov = 0.5 * (cov + cov.T)
+            check_finite_result("predict", mean, cov)
+            return mean, cov
+        var = np.maximum(self.kernel.diag(X) - np.sum(W * W, axis=0), 0.0)
+        check_finite_result("predict", mean, var)
+        return mean, var
 
     def difference_variance(self, X, baseline: np.ndarray) -> np.ndarray:
         """Posterior ``Var[f(x) - f(baseline)]`` for each row of X, shape (n_points,).
