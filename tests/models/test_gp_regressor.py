@@ -190,3 +190,16 @@ def test_exact_duplicate_rows_are_fitted_once():
     assert model.noise_ > 1e-4 * np.var(y)
     assert np.all(model.kernel_.lengthscale > 1e-2 * X.std(axis=0))
     assert len(model.posterior_.train_targets) == 70  # the posterior keeps every row
+
+
+@pytest.mark.parametrize("lengthscale", [2.0, [1.0, 4.0, 0.3, 1.0]])
+def test_given_kernel_is_kept_with_a_constant_column(lengthscale):
+    X, y = _small_problem()
+    X = np.column_stack([X, np.full(len(X), 7.0)])
+    kernel = gx.kernels.RBF(lengthscale, variance=1.5)
+    with pytest.warns(UserWarning, match="constant"):
+        model = gx.GPRegressor(kernel=kernel, noise=0.1, optimizer=None).fit(X, y)
+    expected = np.broadcast_to(np.asarray(lengthscale, float), (4,)).copy()
+    expected[3] = np.inf  # the constant column is switched off
+    np.testing.assert_allclose(model.kernel_.lengthscale, expected, rtol=1e-12)
+    assert model.kernel_.variance == pytest.approx(1.5, rel=1e-12)

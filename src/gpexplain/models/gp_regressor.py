@@ -116,7 +116,9 @@ class GPRegressor(RegressorMixin, BaseEstimator):
     def _check_params(self) -> bool:
         """Validate constructor arguments; return whether the kernel is ARD."""
         if isinstance(self.kernel, RBF):
-            ard = self.kernel.ard
+            # A scalar lengthscale in original units is per-feature on standardised inputs:
+            # kept exactly when not optimised, tied (isotropic) when optimised.
+            ard = self.kernel.ard or self.optimizer is None
         elif self.kernel in KERNELS:
             ard = self.kernel == "ard"
         else:
@@ -135,14 +137,14 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"noise must be a positive variance, got {self.noise!r}.")
         return ard
 
-    def _starting_points(self, ard: bool, n_active: int, active, x_scale, y_scale) -> list:
+    def _starting_points(self, ard: bool, n_features: int, active, x_scale, y_scale) -> list:
         """Hyperparameters (standardised units) of the first and the random starts."""
         if isinstance(self.kernel, RBF):
-            given = self.kernel._lengthscales(len(active))[active] / x_scale
+            given = self.kernel._lengthscales(n_features)[active] / x_scale
             lengthscale = given if ard else np.array([float(np.exp(np.mean(np.log(given))))])
             outputscale = self.kernel.variance / y_scale**2
         else:
-            lengthscale = np.ones(n_active if ard else 1)
+            lengthscale = np.ones(active.size if ard else 1)
             outputscale = 1.0
         noise = _DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
         starts = [(lengthscale, outputscale, max(noise, 2 * _NOISE_LOWER_BOUND))]
@@ -207,7 +209,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             distinct = np.sort(distinct)
             Xs, ys = Xs[distinct], ys[distinct]
 
-        starts = self._starting_points(ard, active.size, active, x_scale, y_scale)
+        starts = self._starting_points(ard, X.shape[1], active, x_scale, y_scale)
         results, self.restarts_ = [], []
         for index, start in enumerate(starts):
             hyper = (*start, 0.0) if self.optimizer is None else _optimise(
