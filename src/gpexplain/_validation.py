@@ -12,10 +12,16 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["as_feature_matrix", "as_target", "check_feature_count", "check_finite_result"]
+__all__ = [
+    "as_feature_matrix",
+    "as_target",
+    "check_feature_count",
+    "check_finite_result",
+    "to_numpy",
+]
 
 
-def _to_numpy(value):
+def to_numpy(value):
     """Convert a torch tensor (without importing torch eagerly) to NumPy; pass others through."""
     if type(value).__module__.startswith("torch"):
         return value.detach().cpu().numpy()
@@ -69,7 +75,7 @@ def as_feature_matrix(
         values = X.to_numpy(dtype=np.float64)
         row_labels = list(X.index)
     else:
-        values = np.asarray(_to_numpy(X))
+        values = np.asarray(to_numpy(X))
         if values.dtype == object or not (
             np.issubdtype(values.dtype, np.number) or values.dtype == bool
         ):
@@ -126,7 +132,7 @@ def as_target(y, n_rows: int, name: str = "y") -> np.ndarray:
     TypeError
         Non-numeric values.
     """
-    values = _to_numpy(y.to_numpy() if isinstance(y, pd.Series | pd.DataFrame) else y)
+    values = to_numpy(y.to_numpy() if isinstance(y, pd.Series | pd.DataFrame) else y)
     values = np.asarray(values)
     if values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]

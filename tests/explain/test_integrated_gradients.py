@@ -448,3 +448,13 @@ def test_quadrature_mean_only_path_matches_full_path(setup3, rule):
         posterior, Xq, baseline, method="quadrature", rule=rule, n_steps=16, return_cov=False
     )
     np.testing.assert_allclose(light.mean, full.mean, rtol=0, atol=1e-12 * np.abs(full.mean).max())
+
+
+def test_torch_and_pandas_queries_give_the_numpy_result(setup3):
+    posterior, Xq, baseline = setup3
+    reference = integrated_gradients(posterior, Xq, baseline)
+    from_torch = integrated_gradients(posterior, torch.as_tensor(Xq), torch.as_tensor(baseline))
+    from_pandas = integrated_gradients(posterior, pd.DataFrame(Xq), pd.Series(baseline))
+    for other in (from_torch, from_pandas):
+        np.testing.assert_array_equal(other.mean, reference.mean)
+        np.testing.assert_array_equal(other.cov, reference.cov)

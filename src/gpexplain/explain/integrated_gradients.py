@@ -12,8 +12,9 @@ exponential, corrected as in ERRATA; quadrature with autograd for any other kern
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-from gpexplain._validation import check_finite_result
+from gpexplain._validation import check_finite_result, to_numpy
 from gpexplain.attribution import Attribution
 from gpexplain.explain._gaussian_functional import functional_posterior
 from gpexplain.explain.quadrature import (
@@ -55,7 +56,9 @@ def resolve_baseline(baseline, train_inputs: np.ndarray, feature_names: list[str
             f"unknown baseline {baseline!r}; use one of {BASELINE_NAMES} or a vector of "
             f"{train_inputs.shape[1]} feature values."
         )
-    vector = np.asarray(getattr(baseline, "values", baseline), dtype=np.float64).reshape(-1)
+    if isinstance(baseline, pd.Series | pd.DataFrame):
+        baseline = baseline.to_numpy()
+    vector = np.asarray(to_numpy(baseline), dtype=np.float64).reshape(-1)
     if vector.shape[0] != train_inputs.shape[1]:
         raise ValueError(
             f"baseline has {vector.shape[0]} values but the model has {train_inputs.shape[1]} "
