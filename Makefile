@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(BIN)/gpexplain demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 
 test: $(STAMP) lint
 	MPLBACKEND=Agg $(BIN)/python -m pytest
