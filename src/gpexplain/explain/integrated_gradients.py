@@ -161,7 +161,7 @@ def integrated_gradients(
                 )
                 return mean, None
             cross, prior = integrated_gradient_functionals(
-                torch_kernel, block, xt, Z, nodes, weights, with_prior=True
+                torch_kernel, block, xt, Z, nodes, weights
             )
             return functional_posterior(posterior, cross, prior)
 

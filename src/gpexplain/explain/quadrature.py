@@ -141,8 +141,7 @@ def integrated_gradient_functionals(
     Z: np.ndarray,
     nodes: np.ndarray,
     weights: np.ndarray,
-    with_prior: bool = True,
-) -> tuple[np.ndarray, np.ndarray | None]:
+) -> tuple[np.ndarray, np.ndarray]:
     """Quadrature versions of the integrated-gradient cross and prior terms.
 
     Parameters
@@ -153,26 +152,22 @@ def integrated_gradient_functionals(
     Z : ndarray (n_train, n_features)
     nodes, weights : ndarray (n_nodes,)
         A rule on [0, 1] (see ``quadrature_rule``).
-    with_prior : bool
-        Also compute the prior term (needed for covariances).
 
     Returns
     -------
     cross : ndarray (n_points, n_features, n_train)
-    prior : ndarray (n_points, n_features, n_features) or None
+    prior : ndarray (n_points, n_features, n_features)
     """
     moved = np.any(X != baseline[None, :], axis=1)
     if not moved.all():
         # At x == baseline every path point coincides (attributions are exactly zero), and
         # autograd cannot differentiate the kernel there: compute only the moved points.
         cross = np.zeros((X.shape[0], X.shape[1], Z.shape[0]))
-        prior = np.zeros((X.shape[0], X.shape[1], X.shape[1])) if with_prior else None
+        prior = np.zeros((X.shape[0], X.shape[1], X.shape[1]))
         if moved.any():
-            cross[moved], moved_prior = integrated_gradient_functionals(
-                torch_kernel, X[moved], baseline, Z, nodes, weights, with_prior
+            cross[moved], prior[moved] = integrated_gradient_functionals(
+                torch_kernel, X[moved], baseline, Z, nodes, weights
             )
-            if with_prior:
-                prior[moved] = moved_prior
         return cross, prior
 
     import torch
@@ -193,8 +188,6 @@ def integrated_gradient_functionals(
     (gradient,) = torch.autograd.grad(values.sum(), left)
     gradient = gradient.reshape(n_points, n_nodes, n_train, n_features)
     cross = torch.einsum("k,pkni->pin", w, gradient) * delta[:, :, None]
-    if not with_prior:
-        return cross.numpy(), None
 
     # Prior term: mixed second derivative of k(g_k, g'_l), weighted by w_k w'_l.
     nodes2, weights2 = staggered_rule(nodes)
