@@ -172,7 +172,9 @@ class ExactPosterior:
     def predict_mean(self, X) -> np.ndarray:
         """Latent posterior mean ``m0 + k(X, Z) a`` only, shape (n_points,)."""
         X = self.check_inputs(X)
-        return self.mean + self.kernel(X, self.train_inputs) @ self.alpha
+        mean = self.mean + self.kernel(X, self.train_inputs) @ self.alpha
+        check_finite_result("predict_mean", mean)
+        return mean
 
     def predict(self, X, return_cov: bool = False):
         """Latent posterior mean and variance (or full covariance) of f at X.

@@ -219,10 +219,10 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             if hyper is not None:
                 kernel = RBF(hyper[0] if ard else hyper[0][0], hyper[1])
                 try:
-                    lml = ExactPosterior(Xs, ys, kernel, hyper[2], mean=hyper[3])
-                    lml = lml.log_marginal_likelihood()
+                    standard = ExactPosterior(Xs, ys, kernel, hyper[2], mean=hyper[3])
+                    lml = standard.log_marginal_likelihood()
                 except ValueError:  # not positive definite at these hyperparameters
-                    lml = None
+                    pass
             self.restarts_.append({"start": index, "log_marginal_likelihood": lml})
             if lml is not None:
                 results.append((lml, hyper))
