@@ -7,8 +7,8 @@ For a linear functional L (one per feature, per point) of f ~ posterior in repre
     Cov[L f] = L L' k - (L k(., Z)) Q (L k(., Z))^T
 
 The kernel supplies the cross term ``L k(., Z)`` and the prior term ``L L' k``; the posterior
-supplies ``a`` and the factor of ``Q``. The data term is a sum of squares, so the variances
-cannot go negative through cancellation beyond round-off.
+supplies ``a`` and the quadratic form of ``Q`` (for the exact GP a sum of squares, so the
+variances cannot go negative through cancellation beyond round-off).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def functional_posterior(
 
     Parameters
     ----------
-    posterior : ExactPosterior
+    posterior : gpexplain.posterior.Posterior
     cross : ndarray (n_points, n_features, n_train)
         ``L_i k(., z_n)`` at each point.
     prior : ndarray (n_points, n_features, n_features) or None
@@ -39,6 +39,5 @@ def functional_posterior(
     mean = cross @ posterior.alpha
     if prior is None:
         return mean, None
-    whitened = np.moveaxis(posterior.whiten(cross), 0, -1)  # (n_points, n_features, n_train)
-    cov = prior - whitened @ np.swapaxes(whitened, 1, 2)
+    cov = prior - posterior.quadratic_form(cross)
     return mean, 0.5 * (cov + np.swapaxes(cov, 1, 2))

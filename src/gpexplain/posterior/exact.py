@@ -1,33 +1,18 @@
-"""Gaussian posteriors in representer form, the interface every explanation consumes.
-
-A posterior over the latent function f is written as
-
-    mean  m(x)     = m0 + k(x, Z) a
-    cov   c(x, x') = k(x, x') - k(x, Z) Q k(Z, x')
-
-so that any linear functional L of f is Gaussian with ``E[L f] = L m0 + (L k(., Z)) a`` and
-``Cov[L1 f, L2 f] = L1 L2' k - (L1 k(., Z)) Q (L2 k(., Z))^T`` (DESIGN.md). For the exact GP,
-``Z = X``, ``a = (K + noise I)^{-1} (y - m0)`` and ``Q = (K + noise I)^{-1}``, applied through a
-Cholesky factor and never formed.
-"""
+"""Exact GP regression posterior: ``Z = X``, ``a = (K + noise I)^{-1} (y - m0)``,
+``Q = (K + noise I)^{-1}``, applied through a Cholesky factor and never formed."""
 
 from __future__ import annotations
 
 import warnings
 
 import numpy as np
-import pandas as pd
 from scipy.linalg import cho_solve, solve_triangular
 
-from gpexplain._validation import (
-    as_feature_matrix,
-    as_target,
-    check_feature_count,
-    check_finite_result,
-)
+from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import as_kernel
+from gpexplain.posterior.base import Posterior
 
-__all__ = ["ExactPosterior", "as_posterior", "cholesky_with_jitter"]
+__all__ = ["ExactPosterior", "cholesky_with_jitter"]
 
 _MAX_RELATIVE_JITTER = 1e-4
 
@@ -73,7 +58,7 @@ def cholesky_with_jitter(matrix: np.ndarray) -> tuple[np.ndarray, float]:
     )
 
 
-class ExactPosterior:
+class ExactPosterior(Posterior):
     """Exact GP regression posterior with fixed hyperparameters (no fitting).
 
     Parameters
@@ -138,27 +123,6 @@ class ExactPosterior:
             f"noise={self.noise:.4g})"
         )
 
-    @property
-    def n_features(self) -> int:
-        return self.train_inputs.shape[1]
-
-    def check_inputs(self, X, name: str = "X") -> np.ndarray:
-        """Validate query points against the training features; return float64 (n, n_features)."""
-        values, names = as_feature_matrix(X, name)
-        check_feature_count(values, self.n_features, name)
-        default_names = [f"x{i}" for i in range(self.n_features)]
-        if (
-            isinstance(X, pd.DataFrame)
-            and self.feature_names != default_names
-            and names != self.feature_names
-        ):
-            # A reordered or renamed table would be explained column by column silently wrong.
-            raise ValueError(
-                f"{name} columns {names} do not match the training features "
-                f"{self.feature_names}; select them in that order, e.g. X[{self.feature_names}]."
-            )
-        return values
-
     def whiten(self, cross: np.ndarray) -> np.ndarray:
         """``L^{-1} cross^T`` for ``cross`` of shape (..., n_train); returns (n_train, ...).
 
@@ -169,55 +133,15 @@ class ExactPosterior:
         solved = solve_triangular(self.cholesky, flat.T, lower=True, check_finite=False)
         return solved.reshape((self.cholesky.shape[0],) + cross.shape[:-1])
 
-    def predict_mean(self, X) -> np.ndarray:
-        """Latent posterior mean ``m0 + k(X, Z) a`` only, shape (n_points,)."""
-        X = self.check_inputs(X)
-        mean = self.mean + self.kernel(X, self.train_inputs) @ self.alpha
-        check_finite_result("predict_mean", mean)
-        return mean
+    def quadratic_form(self, left: np.ndarray, right: np.ndarray | None = None) -> np.ndarray:
+        """``left (K + noise I)^{-1} right^T`` through the Cholesky factor, batched.
 
-    def predict(self, X, return_cov: bool = False):
-        """Latent posterior mean and variance (or full covariance) of f at X.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_points, n_features)
-        return_cov : bool
-            Return the (n_points, n_points) covariance instead of the variances.
-
-        Returns
-        -------
-        mean : ndarray (n_points,)
-        var_or_cov : ndarray (n_points,) or (n_points, n_points)
-            Latent (noise-free) posterior variance, clipped at zero.
+        ``left`` is (..., m, n_train) and ``right`` (..., k, n_train); with ``right`` omitted
+        the result is the Gram matrix of ``whiten(left)``, a sum of squares.
         """
-        X = self.check_inputs(X)
-        cross = self.kernel(X, self.train_inputs)
-        mean = self.mean + cross @ self.alpha
-        W = self.whiten(cross)
-        if return_cov:
-            cov = self.kernel(X, X) - W.T @ W
-            cov = 0.5 * (cov + cov.T)
-            check_finite_result("predict", mean, cov)
-            return mean, cov
-        var = np.maximum(self.kernel.diag(X) - np.sum(W * W, axis=0), 0.0)
-        check_finite_result("predict", mean, var)
-        return mean, var
-
-    def difference_variance(self, X, baseline: np.ndarray) -> np.ndarray:
-        """Posterior ``Var[f(x) - f(baseline)]`` for each row of X, shape (n_points,).
-
-        This is what ``1^T Cov(attributions) 1`` must equal (completeness of the covariance).
-        """
-        X = self.check_inputs(X)
-        base = baseline[None, :]
-        prior = (
-            self.kernel.diag(X)
-            + self.kernel.diag(base)[0]
-            - 2.0 * self.kernel(X, base)[:, 0]
-        )
-        W = self.whiten(self.kernel(X, self.train_inputs) - self.kernel(base, self.train_inputs))
-        return np.maximum(prior - np.sum(W * W, axis=0), 0.0)
+        W_left = np.moveaxis(self.whiten(left), 0, -1)  # (..., m, n_train)
+        W_right = W_left if right is None else np.moveaxis(self.whiten(right), 0, -1)
+        return W_left @ np.swapaxes(W_right, -1, -2)
 
     def log_marginal_likelihood(self) -> float:
         """``log N(y | m0, K + noise I)`` of the training targets."""
@@ -229,27 +153,3 @@ class ExactPosterior:
             - 0.5 * n * np.log(2.0 * np.pi)
         )
 
-
-def as_posterior(model_or_posterior):
-    """Return the posterior of a fitted estimator (its ``posterior_``) or the posterior itself.
-
-    Raises
-    ------
-    TypeError
-        Neither a posterior nor an estimator with ``posterior_``.
-    ValueError
-        An estimator that has not been fitted.
-    """
-    if isinstance(model_or_posterior, ExactPosterior):
-        return model_or_posterior
-    if hasattr(type(model_or_posterior), "posterior_") or hasattr(model_or_posterior, "fit"):
-        posterior = getattr(model_or_posterior, "posterior_", None)
-        if posterior is None:
-            raise ValueError(
-                f"{type(model_or_posterior).__name__} is not fitted yet; call fit(X, y) first."
-            )
-        return posterior
-    raise TypeError(
-        "expected a fitted gpexplain estimator or a posterior (e.g. gx.ExactPosterior), got "
-        f"{type(model_or_posterior).__name__}."
-    )

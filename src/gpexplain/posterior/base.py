@@ -1,0 +1,168 @@
+"""The representer form every Gaussian posterior over f is written in, and what it offers.
+
+A posterior over the latent function f is written as
+
+    mean  m(x)     = m0 + k(x, Z) a
+    cov   c(x, x') = k(x, x') - k(x, Z) Q k(Z, x')
+
+so that any linear functional L of f is Gaussian with ``E[L f] = L m0 + (L k(., Z)) a`` and
+``Cov[L1 f, L2 f] = L1 L2' k - (L1 k(., Z)) Q (L2 k(., Z))^T`` (DESIGN.md). A concrete
+posterior supplies ``Z`` (``train_inputs``), ``a`` (``alpha``), the constant ``m0`` (``mean``)
+and the quadratic form of ``Q`` (``quadratic_form``); everything else (prediction, the
+variance of a difference, input checks) is shared here, and the explanations only ever use
+this interface.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+import pandas as pd
+
+from gpexplain._validation import as_feature_matrix, check_feature_count, check_finite_result
+
+__all__ = ["Posterior", "as_posterior"]
+
+
+class Posterior(ABC):
+    """Gaussian posterior over a latent function in representer form (abstract).
+
+    Attributes (set by subclasses)
+    ------------------------------
+    kernel : gpexplain kernel
+        Prior covariance k, with ``__call__(X1, X2)``, ``diag(X)`` and ``torch_kernel``.
+    train_inputs : ndarray (n_basis, n_features)
+        Z: training inputs (exact GP) or inducing points (sparse GP).
+    alpha : ndarray (n_basis,)
+        a in ``m(x) = m0 + k(x, Z) a``.
+    mean : float
+        Constant prior mean m0.
+    feature_names : list of str
+    """
+
+    kernel: object
+    train_inputs: np.ndarray
+    alpha: np.ndarray
+    mean: float
+    feature_names: list[str]
+
+    @abstractmethod
+    def quadratic_form(self, left: np.ndarray, right: np.ndarray | None = None) -> np.ndarray:
+        """``left Q right^T``, batched over leading axes.
+
+        Parameters
+        ----------
+        left : ndarray (..., m, n_basis)
+        right : ndarray (..., k, n_basis), optional
+            Defaults to ``left`` (and the result is then computed as a Gram matrix where the
+            posterior allows, so that variances are not lost to cancellation).
+
+        Returns
+        -------
+        ndarray (..., m, k)
+        """
+
+    @property
+    def n_features(self) -> int:
+        return self.train_inputs.shape[1]
+
+    def check_inputs(self, X, name: str = "X") -> np.ndarray:
+        """Validate query points against the training features; return float64 (n, n_features).
+
+        Raises
+        ------
+        ValueError
+            Wrong number of features, non-finite values, or DataFrame columns that do not match
+            the training feature names.
+        """
+        values, names = as_feature_matrix(X, name)
+        check_feature_count(values, self.n_features, name)
+        default_names = [f"x{i}" for i in range(self.n_features)]
+        if (
+            isinstance(X, pd.DataFrame)
+            and self.feature_names != default_names
+            and names != self.feature_names
+        ):
+            # A reordered or renamed table would be explained column by column silently wrong.
+            raise ValueError(
+                f"{name} columns {names} do not match the training features "
+                f"{self.feature_names}; select them in that order, e.g. X[{self.feature_names}]."
+            )
+        return values
+
+    def predict_mean(self, X) -> np.ndarray:
+        """Latent posterior mean ``m0 + k(X, Z) a`` only, shape (n_points,)."""
+        X = self.check_inputs(X)
+        mean = self.mean + self.kernel(X, self.train_inputs) @ self.alpha
+        check_finite_result("predict_mean", mean)
+        return mean
+
+    def predict(self, X, return_cov: bool = False):
+        """Latent posterior mean and variance (or full covariance) of f at X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_points, n_features)
+        return_cov : bool
+            Return the (n_points, n_points) covariance instead of the variances.
+
+        Returns
+        -------
+        mean : ndarray (n_points,)
+        var_or_cov : ndarray (n_points,) or (n_points, n_points)
+            Latent (noise-free) posterior variance, clipped at zero.
+        """
+        X = self.check_inputs(X)
+        cross = self.kernel(X, self.train_inputs)
+        mean = self.mean + cross @ self.alpha
+        if return_cov:
+            cov = self.kernel(X, X) - self.quadratic_form(cross)
+            cov = 0.5 * (cov + cov.T)
+            check_finite_result("predict", mean, cov)
+            return mean, cov
+        reduction = self.quadratic_form(cross[:, None, :])[:, 0, 0]
+        var = np.maximum(self.kernel.diag(X) - reduction, 0.0)
+        check_finite_result("predict", mean, var)
+        return mean, var
+
+    def difference_variance(self, X, baseline: np.ndarray) -> np.ndarray:
+        """Posterior ``Var[f(x) - f(baseline)]`` for each row of X, shape (n_points,).
+
+        This is what ``1^T Cov(attributions) 1`` must equal (completeness of the covariance).
+        """
+        X = self.check_inputs(X)
+        base = baseline[None, :]
+        prior = (
+            self.kernel.diag(X)
+            + self.kernel.diag(base)[0]
+            - 2.0 * self.kernel(X, base)[:, 0]
+        )
+        cross = self.kernel(X, self.train_inputs) - self.kernel(base, self.train_inputs)
+        reduction = self.quadratic_form(cross[:, None, :])[:, 0, 0]
+        return np.maximum(prior - reduction, 0.0)
+
+
+def as_posterior(model_or_posterior) -> Posterior:
+    """Return the posterior of a fitted estimator (its ``posterior_``) or the posterior itself.
+
+    Raises
+    ------
+    TypeError
+        Neither a posterior nor an estimator with ``posterior_``.
+    ValueError
+        An estimator that has not been fitted.
+    """
+    if isinstance(model_or_posterior, Posterior):
+        return model_or_posterior
+    if hasattr(type(model_or_posterior), "posterior_") or hasattr(model_or_posterior, "fit"):
+        posterior = getattr(model_or_posterior, "posterior_", None)
+        if posterior is None:
+            raise ValueError(
+                f"{type(model_or_posterior).__name__} is not fitted yet; call fit(X, y) first."
+            )
+        return posterior
+    raise TypeError(
+        "expected a fitted gpexplain estimator or a posterior (e.g. gx.ExactPosterior), got "
+        f"{type(model_or_posterior).__name__}."
+    )
