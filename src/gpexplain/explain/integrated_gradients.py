@@ -131,7 +131,7 @@ def integrated_gradients(
     posterior = as_posterior(model_or_posterior)
     X = posterior.check_inputs(X)
     names = posterior.feature_names
-    xt = resolve_baseline(baseline, posterior.train_inputs, names)
+    xt = resolve_baseline(baseline, posterior.data_inputs, names)
     Z = posterior.train_inputs
     kernel = posterior.kernel
 

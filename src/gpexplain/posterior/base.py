@@ -67,6 +67,15 @@ class Posterior(ABC):
     def n_features(self) -> int:
         return self.train_inputs.shape[1]
 
+    @property
+    def data_inputs(self) -> np.ndarray:
+        """The inputs the model was trained on, (n_data, n_features).
+
+        What data-dependent baselines ("mean", "median") summarise. Equal to ``train_inputs``
+        for an exact GP; a sparse posterior overrides it, since its Z are inducing points.
+        """
+        return self.train_inputs
+
     def check_inputs(self, X, name: str = "X") -> np.ndarray:
         """Validate query points against the training features; return float64 (n, n_features).
 
