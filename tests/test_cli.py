@@ -26,6 +26,7 @@ SUMMARY_KEYS = {
     "shape",
     "target",
     "feature_names",
+    "model",
     "kernel",
     "seed",
     "hyperparameters",

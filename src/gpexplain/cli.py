@@ -1,9 +1,11 @@
 """Command line: ``gpexplain explain``, ``gpexplain demo`` and ``gpexplain datasets``.
 
-Files in, files out. ``explain`` reads a CSV or Parquet table, fits a ``GPRegressor`` on all
-columns except the target, explains the chosen rows with closed-form integrated gradients
-(each attribution a Gaussian with an exact mean and covariance), and writes
-``attributions.csv``, ``summary.json``, ``attributions.png`` and ``importance.png``.
+Files in, files out. ``explain`` reads a CSV or Parquet table, fits a GP model (``--model``:
+exact, sparse variational, random-feature, orthogonal additive or GPX) on all columns except
+the target, explains the chosen rows (integrated gradients, Shapley values or GPX
+contributions: each attribution a Gaussian with an exact mean and covariance), and writes
+``attributions.csv``, ``summary.json``, ``attributions.png`` and ``importance.png`` (plus
+``weights.csv`` for GPX and ``global_shapley.png`` for the additive model).
 
 Bad input ends with exit code 2 and a one-line message on stderr; everything else the
 library raises is a bug and keeps its traceback.
@@ -12,6 +14,7 @@ library raises is a bug and keeps its traceback.
 from __future__ import annotations
 
 import difflib
+import inspect
 import json
 import time
 import warnings
@@ -33,15 +36,15 @@ from rich.progress import (
 from rich.table import Table
 
 import gpexplain
+from gpexplain import _cli_models
+from gpexplain._cli_models import Choice, check_choice, finite_or_none
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.datasets import list_datasets, load_dataset, read_table
-from gpexplain.explain import integrated_gradients
 from gpexplain.models import FitError, GPRegressor
 from gpexplain.plot import plot_attributions, plot_global_importance
 
 __all__ = ["app", "parse_rows", "parse_baseline"]
 
-KERNELS = ("ard", "isotropic")
 BASELINES = ("mean", "median", "zeros")
 HOLDOUT_FRACTION = 0.2
 INTERVAL_LEVEL = 0.95
@@ -179,11 +182,6 @@ def _check_numeric(frame: pd.DataFrame) -> None:
         )
 
 
-def _finite_or_none(value) -> float | None:
-    value = float(value)
-    return value if np.isfinite(value) else None
-
-
 def _load_frame(data: str) -> pd.DataFrame:
     try:
         return read_table(data)
@@ -232,28 +230,36 @@ def _show_warnings(caught, console: Console) -> None:
 
 
 # -- the pipeline --------------------------------------------------------------------------
+def _fit(choice: Choice, X: pd.DataFrame, y: pd.Series, callback):
+    """Build and fit the chosen estimator, passing the progress callback where it is taken."""
+    # GPRegressor is looked up here, at call time, so tests can substitute a cheaper one.
+    model = _cli_models.build_model(choice, len(X), exact_estimator=GPRegressor)
+    if "callback" in inspect.signature(model.fit).parameters:
+        return model.fit(X, y, callback=callback)
+    return model.fit(X, y)
+
+
 def _run(
     frame: pd.DataFrame,
     data_label: str,
     target: str,
     rows: str,
     baseline: str,
-    kernel: str,
+    choice: Choice,
     out: Path,
-    seed: int,
     holdout: bool,
 ) -> None:
-    """Fit, explain, write the four output files and print a summary."""
+    """Fit, explain, write the output files and print a summary."""
     stdout, stderr = Console(), Console(stderr=True)
     try:
-        kernel_name = kernel.strip().lower()
-        if kernel_name not in KERNELS:
-            raise ValueError(f"unknown --kernel {kernel!r}; use ard or isotropic")
-        if seed < 0:
-            raise ValueError(f"--seed must be an integer >= 0, got {seed}")
         X, y = _split_target(frame, target)
         positions = parse_rows(rows, len(X))
         baseline_value, baseline_label = parse_baseline(baseline, X)
+        if not choice.uses_baseline and baseline.strip().lower() != "mean":
+            raise ValueError(
+                f"--baseline applies to integrated gradients only, not to --model "
+                f"{choice.model} --method {choice.method}"
+            )
     except (ValueError, TypeError) as error:
         _fail(str(error))
     try:
@@ -262,7 +268,7 @@ def _run(
         _fail(f"cannot create output directory {str(out)!r}: {error.strerror or error}")
 
     timings: dict[str, float | None] = {}
-    holdout_summary: dict = {"r2": None, "test_fraction": HOLDOUT_FRACTION, "seed": seed}
+    holdout_summary: dict = {"r2": None, "test_fraction": HOLDOUT_FRACTION, "seed": choice.seed}
     columns = [
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
         TaskProgressColumn(), TimeElapsedColumn(),
@@ -274,11 +280,12 @@ def _run(
         warnings.simplefilter("always")
         # Jitter notices while the optimiser explores: internal to fitting, not about the data.
         warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
-        task = progress.add_task(f"Fitting GP ({kernel_name}, {len(X)} rows)", total=None)
+        task = progress.add_task(
+            f"Fitting {choice.model} GP ({choice.kernel}, {len(X)} rows)", total=None
+        )
         start = time.perf_counter()
-        model = GPRegressor(kernel=kernel_name, random_state=seed)
         try:
-            model.fit(X, y, callback=_advance(progress, task))
+            model = _fit(choice, X, y, _advance(progress, task))
         except (ValueError, TypeError, FitError) as error:
             progress.stop()
             _fail(str(error))
@@ -288,7 +295,7 @@ def _run(
         task = progress.add_task(f"Explaining {len(positions)} row(s)", total=None)
         start = time.perf_counter()
         try:
-            attr = integrated_gradients(model, X.iloc[positions], baseline=baseline_value)
+            attr, extras = _cli_models.explain(choice, model, X.iloc[positions], baseline_value)
         except (ValueError, TypeError) as error:
             progress.stop()
             _fail(str(error))
@@ -299,7 +306,7 @@ def _run(
         if holdout:
             task = progress.add_task("Held-out R^2 (80/20 split)", total=None)
             start = time.perf_counter()
-            holdout_summary.update(_holdout(X, y, kernel_name, seed, _advance(progress, task)))
+            holdout_summary.update(_holdout(X, y, choice, _advance(progress, task)))
             timings["holdout"] = time.perf_counter() - start
             progress.update(task, completed=1, total=1)
         else:
@@ -308,13 +315,15 @@ def _run(
 
     row_labels = [int(r) if isinstance(r, int | np.integer) else str(r) for r in X.index]
     explained = [row_labels[p] for p in positions]
-    table = attr.to_frame(INTERVAL_LEVEL)
-    table.insert(0, "row", np.asarray(explained, dtype=object)[table["point"].to_numpy()])
-    table.to_csv(out / "attributions.csv", index=False)
+    written = ["attributions.csv", "summary.json", "attributions.png", "importance.png"]
+    _write_table(attr, explained, out / "attributions.csv")
+    if "weights" in extras:
+        _write_table(extras["weights"], explained, out / "weights.csv", value_name="weight")
+        written.append("weights.csv")
 
     summary = _summary(
-        model, attr, X, data_label, frame.shape, target, kernel_name, rows, explained,
-        baseline_label, holdout_summary, timings, seed,
+        model, attr, extras, X, data_label, frame.shape, target, choice, rows, explained,
+        baseline_label, holdout_summary, timings,
     )
     with open(out / "summary.json", "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
@@ -326,15 +335,26 @@ def _run(
     )
     figure.savefig(out / "attributions.png", dpi=120)
     plot_global_importance(attr).savefig(out / "importance.png", dpi=120)
+    if "global" in extras:
+        from gpexplain.plot import plot_global_shapley
+
+        plot_global_shapley(extras["global"]).savefig(out / "global_shapley.png", dpi=120)
+        written.append("global_shapley.png")
 
     stdout.print(_top_features_table(attr, explained[0]))
     r2 = holdout_summary.get("r2")
     if r2 is not None:
         stdout.print(f"Held-out R^2 (seeded {HOLDOUT_FRACTION:.0%} split): {r2:.3f}")
     stdout.print(
-        f"Wrote attributions.csv, summary.json, attributions.png, importance.png to {out}",
-        markup=False, highlight=False, soft_wrap=True,
+        f"Wrote {', '.join(written)} to {out}", markup=False, highlight=False, soft_wrap=True
     )
+
+
+def _write_table(attr, explained: list, path: Path, value_name: str = "attribution") -> None:
+    """``Attribution.to_frame`` with the data-row label of each explained point first."""
+    table = attr.to_frame(INTERVAL_LEVEL).rename(columns={"attribution": value_name})
+    table.insert(0, "row", np.asarray(explained, dtype=object)[table["point"].to_numpy()])
+    table.to_csv(path, index=False)
 
 
 def _advance(progress: Progress, task):
@@ -346,71 +366,72 @@ def _advance(progress: Progress, task):
     return advance
 
 
-def _holdout(X: pd.DataFrame, y: pd.Series, kernel: str, seed: int, callback) -> dict:
-    """R^2 on a seeded 20% split of a second GPRegressor fitted on the other 80%."""
+def _holdout(X: pd.DataFrame, y: pd.Series, choice: Choice, callback) -> dict:
+    """R^2 on a seeded 20% split of a second model fitted on the other 80%."""
     from sklearn.model_selection import train_test_split
 
     X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=HOLDOUT_FRACTION, random_state=seed
+        X, y, test_size=HOLDOUT_FRACTION, random_state=choice.seed
     )
     result = {"n_train": len(X_train), "n_test": len(X_test)}
     if len(X_test) < 2 or len(X_train) < 2:
         result["skipped"] = "too few rows for a 80/20 split with 2 or more rows on each side"
         return result
     try:
-        model = GPRegressor(kernel=kernel, random_state=seed).fit(
-            X_train, y_train, callback=callback
-        )
+        model = _fit(choice, X_train, y_train, callback)
     except (ValueError, FitError) as error:  # e.g. every column constant in the split
         result["skipped"] = " ".join(str(error).split())
         return result
-    result["r2"] = _finite_or_none(model.score(X_test, y_test))
+    result["r2"] = finite_or_none(model.score(X_test, y_test))
     return result
 
 
 def _summary(
-    model, attr, X, data_label, shape, target, kernel, rows_spec, explained, baseline_label,
-    holdout_summary, timings, seed,
+    model, attr, extras, X, data_label, shape, target, choice, rows_spec, explained,
+    baseline_label, holdout_summary, timings,
 ) -> dict:
     names = list(X.columns)
-    lengthscale = np.broadcast_to(
-        np.asarray(model.kernel_.lengthscale, dtype=np.float64), (len(names),)
-    )
-    constant = set(model.constant_features_)
     gaps = attr.completeness_gap()
-    return {
+    summary = {
         "data_file": data_label,
         "shape": {"rows": int(shape[0]), "columns": int(shape[1]), "features": len(names)},
         "target": target,
         "feature_names": names,
-        "kernel": kernel,
-        "seed": seed,
-        "hyperparameters": {
-            "lengthscales": {
-                name: None if name in constant else _finite_or_none(value)
-                for name, value in zip(names, lengthscale, strict=True)
-            },
-            "variance": float(model.kernel_.variance),
-            "noise": float(model.noise_),
-            "mean": float(model.mean_),
-            "units": "original units of X and y; noise and variance are variances",
-        },
-        "constant_features": list(model.constant_features_),
-        "log_marginal_likelihood": _finite_or_none(model.log_marginal_likelihood_value_),
+        "model": choice.model,
+        "kernel": choice.kernel,
+        "seed": choice.seed,
+        "hyperparameters": _cli_models.hyperparameters(model, names),
+        "constant_features": list(getattr(model, "constant_features_", [])),
+        "log_marginal_likelihood": finite_or_none(
+            getattr(model, "log_marginal_likelihood_value_", np.nan)
+        ),
         "holdout": holdout_summary,
         "rows": rows_spec,
         "explained_rows": explained,
         "method": attr.method,
         "interval_level": INTERVAL_LEVEL,
-        "baseline": {
-            "spec": baseline_label,
-            "vector": dict(zip(names, (float(v) for v in attr.baseline), strict=True)),
-            "prediction": float(attr.baseline_prediction),
-        },
+        "baseline": None,
         "completeness_gap": {"mean": gaps["mean"], "variance": gaps["variance"]},
         "timings_seconds": timings,
         "gpexplain_version": gpexplain.__version__,
     }
+    if attr.baseline is not None:
+        summary["baseline"] = {
+            "spec": baseline_label,
+            "vector": dict(zip(names, (float(v) for v in attr.baseline), strict=True)),
+            "prediction": float(attr.baseline_prediction),
+        }
+    elif attr.baseline_prediction is not None:
+        summary["baseline"] = {"spec": "base value", "prediction": float(attr.baseline_prediction)}
+    if "global" in extras:
+        result = extras["global"]
+        summary["global_shapley"] = {
+            "values": dict(zip(names, map(float, result.values), strict=True)),
+            "first_order": dict(zip(names, map(float, result.first_order), strict=True)),
+            "total_variance": float(result.total_variance),
+            "units": "squared units of y (a decomposition of the variance of the prediction)",
+        }
+    return summary
 
 
 def _top_features_table(attr, row_label) -> Table:
@@ -443,8 +464,33 @@ BaselineOption = Annotated[
     str,
     typer.Option(help="Baseline: mean, median, zeros, or a 0-based row position of the data."),
 ]
-KernelOption = Annotated[str, typer.Option(help="Kernel: ard (one lengthscale per feature) or "
-                                                "isotropic.")]
+ModelOption = Annotated[
+    str,
+    typer.Option(
+        help="GP model: exact, sparse (variational, inducing points), random-features, "
+        "additive (orthogonal additive, Shapley values) or gpx (locally linear weights)."
+    ),
+]
+KernelOption = Annotated[
+    str,
+    typer.Option(
+        help="Kernel of exact/sparse models: ard (one lengthscale per feature), isotropic, "
+        "matern52, matern32 or rq (exact only)."
+    ),
+]
+MethodOption = Annotated[
+    str,
+    typer.Option(
+        help="Explanation: auto (the model's own), ig (integrated gradients) or shapley "
+        "(additive model)."
+    ),
+]
+InducingOption = Annotated[
+    int | None,
+    typer.Option(
+        help=f"Inducing points of --model sparse (default {_cli_models.DEFAULT_N_INDUCING})."
+    ),
+]
 SeedOption = Annotated[int, typer.Option(help="Seed of the optimiser restarts and the split.")]
 HoldoutOption = Annotated[
     bool, typer.Option(help="Also report R^2 on a seeded 20% held-out split (fits twice).")
@@ -459,14 +505,21 @@ def explain(
     target: Annotated[str, typer.Option(help="Name of the target column.")],
     rows: RowsOption = "0:20",
     baseline: BaselineOption = "mean",
+    model: ModelOption = "exact",
     kernel: KernelOption = "ard",
+    method: MethodOption = "auto",
+    n_inducing: InducingOption = None,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("gpexplain-out"),
     seed: SeedOption = 0,
     holdout: HoldoutOption = True,
 ) -> None:
-    """Fit a GP to DATA and explain rows with integrated gradients (mean and 95% interval)."""
+    """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
+    try:
+        choice = check_choice(model, kernel, method, seed, n_inducing)
+    except ValueError as error:
+        _fail(str(error))
     frame = _load_frame(data)
-    _run(frame, str(data), target, rows, baseline, kernel, out, seed, holdout)
+    _run(frame, str(data), target, rows, baseline, choice, out, holdout)
 
 
 @app.command()
@@ -482,7 +535,8 @@ def demo(
     except (ValueError, TypeError) as error:
         _fail(str(error))
     frame = pd.concat([X, y], axis=1)
-    _run(frame, f"bundled:{dataset}", str(y.name), "0:20", "mean", "ard", out, 0, True)
+    choice = check_choice("exact", "ard", "auto", 0, None)
+    _run(frame, f"bundled:{dataset}", str(y.name), "0:20", "mean", choice, out, True)
 
 
 @app.command()

@@ -1,0 +1,185 @@
+"""What a command-line choice of ``--model``, ``--kernel`` and ``--method`` means.
+
+One table maps each model name to its estimator, the kernels and explanation methods it
+accepts, and how its fitted hyperparameters are reported; ``cli.py`` only parses, runs and
+writes files. Estimators are imported when chosen, so ``gpexplain --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "MODELS",
+    "KERNELS",
+    "METHODS",
+    "Choice",
+    "check_choice",
+    "build_model",
+    "explain",
+    "finite_or_none",
+    "hyperparameters",
+]
+
+MODELS = ("exact", "sparse", "random-features", "additive", "gpx")
+KERNELS = ("ard", "isotropic", "matern52", "matern32", "rq")
+METHODS = ("auto", "ig", "shapley")
+DEFAULT_N_INDUCING = 256
+DEFAULT_N_FREQUENCIES = 500
+
+# Per model: kernels accepted, explanation methods accepted (the first is what "auto" means),
+# and whether --baseline applies.
+_KERNELS_OF = {
+    "exact": KERNELS,
+    "sparse": ("ard", "isotropic"),
+    "random-features": ("ard",),
+    "additive": ("ard",),
+    "gpx": ("ard",),
+}
+_METHODS_OF = {
+    "exact": ("ig",),
+    "sparse": ("ig",),
+    "random-features": ("ig",),
+    "additive": ("shapley", "ig"),
+    "gpx": ("contributions",),
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A validated combination of command-line options."""
+
+    model: str
+    kernel: str
+    method: str
+    seed: int
+    n_inducing: int
+    options: dict = field(default_factory=dict)
+
+    @property
+    def uses_baseline(self) -> bool:
+        """Integrated gradients need a baseline; Shapley values and GPX weights do not."""
+        return self.method == "ig"
+
+
+def _one_of(value: str, allowed, option: str, hint: str = "") -> str:
+    text = value.strip().lower()
+    if text not in allowed:
+        raise ValueError(f"unknown {option} {value!r}; use {', '.join(allowed)}{hint}")
+    return text
+
+
+def check_choice(model: str, kernel: str, method: str, seed: int, n_inducing: int | None) -> Choice:
+    """Validate the options together; ValueError names the option and what is accepted."""
+    model = _one_of(model, MODELS, "--model")
+    kernel = _one_of(kernel, KERNELS, "--kernel")
+    method = _one_of(method, METHODS, "--method")
+    if kernel not in _KERNELS_OF[model]:
+        if len(_KERNELS_OF[model]) == 1:
+            raise ValueError(
+                f"--kernel {kernel} does not apply to --model {model}, which chooses its own "
+                "kernel; leave --kernel at its default"
+            )
+        raise ValueError(
+            f"--model {model} supports --kernel {', '.join(_KERNELS_OF[model])}, not {kernel}"
+        )
+    methods = _METHODS_OF[model]
+    if method == "auto":
+        method = methods[0]
+    elif method not in methods:
+        accepted = " or ".join(m for m in methods if m in METHODS) or "auto"
+        raise ValueError(f"--method {method} does not apply to --model {model}; use {accepted}")
+    if seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {seed}")
+    if n_inducing is not None and model != "sparse":
+        raise ValueError("--n-inducing applies to --model sparse only")
+    if n_inducing is not None and n_inducing < 1:
+        raise ValueError(f"--n-inducing must be a positive integer, got {n_inducing}")
+    return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING)
+
+
+def build_model(choice: Choice, n_rows: int, exact_estimator):
+    """An unfitted estimator for ``choice`` (``exact_estimator``: the exact GP class)."""
+    seed = choice.seed
+    if choice.model == "exact":
+        return exact_estimator(kernel=choice.kernel, random_state=seed)
+    if choice.model == "sparse":
+        from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
+
+        return SparseGPRegressor(
+            n_inducing=min(choice.n_inducing, n_rows),
+            kernel=choice.kernel,
+            random_state=seed,
+            progress=False,
+        )
+    if choice.model == "random-features":
+        from gpexplain.models.random_feature_gp_regressor import RandomFeatureGPRegressor
+
+        return RandomFeatureGPRegressor(n_frequencies=DEFAULT_N_FREQUENCIES, random_state=seed)
+    if choice.model == "additive":
+        from gpexplain.models.additive_gp_regressor import AdditiveGPRegressor
+
+        return AdditiveGPRegressor(random_state=seed)
+    from gpexplain.models.gpx_regressor import GPXRegressor
+
+    return GPXRegressor(random_state=seed)
+
+
+def explain(choice: Choice, model, X, baseline) -> tuple:
+    """Explain the rows X; returns ``(attribution, extras)``.
+
+    ``extras`` holds what some models add: ``"weights"`` (GPX: the Attribution of the local
+    linear weights) and ``"global"`` (additive GP: global Shapley values).
+    """
+    if choice.method == "ig":
+        from gpexplain.explain import integrated_gradients
+
+        attribution = integrated_gradients(model, X, baseline=baseline)
+    elif choice.method == "shapley":
+        from gpexplain.explain.shapley import shapley_values
+
+        attribution = shapley_values(model, X)
+    else:
+        attribution = model.explain(X, what="contributions")
+    extras = {}
+    if choice.model == "gpx":
+        extras["weights"] = model.explain(X, what="weights")
+    if choice.model == "additive":
+        from gpexplain.explain.shapley import global_shapley_values
+
+        extras["global"] = global_shapley_values(model)
+    return attribution, extras
+
+
+def finite_or_none(value) -> float | None:
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
+def hyperparameters(model, names: list[str]) -> dict:
+    """Fitted hyperparameters for ``summary.json``, in original units of X and y.
+
+    Lengthscales are reported per feature when the fitted kernel has them (``None`` for a
+    constant column, whose lengthscale is infinite); other kernels are described by their
+    repr.
+    """
+    kernel = getattr(model, "kernel_", None)
+    report: dict = {}
+    lengthscale = getattr(kernel, "lengthscale", None)
+    if lengthscale is not None:
+        values = np.broadcast_to(np.asarray(lengthscale, dtype=np.float64), (len(names),))
+        report["lengthscales"] = {
+            name: finite_or_none(value) for name, value in zip(names, values, strict=True)
+        }
+    if getattr(kernel, "variance", None) is not None:
+        report["variance"] = float(kernel.variance)
+    if kernel is not None and lengthscale is None:
+        report["kernel"] = repr(kernel)
+    for name in ("noise", "mean", "weight_noise"):
+        value = getattr(model, name + "_", None)
+        if value is not None:
+            report[name] = float(value)
+    report["units"] = "original units of X and y; noise and variance are variances"
+    return report
