@@ -116,3 +116,31 @@ def test_plots_without_covariance(attr):
     figure = plot_attributions(mean_only, points=[0])
     assert "baseline" not in figure.axes[0].get_title()
     assert isinstance(plot_global_importance(mean_only), Figure)
+
+
+def test_plot_global_shapley_bars_sorted_by_shapley_effect(tmp_path):
+    from types import SimpleNamespace
+
+    from gpexplain.plot import plot_global_shapley
+
+    result = SimpleNamespace(
+        values=np.array([0.2, 1.5, 0.7]),
+        first_order=np.array([0.1, 1.2, 0.7]),
+        total_variance=2.4,
+        feature_names=NAMES,
+    )
+    figure = plot_global_shapley(result)
+    (axis,) = figure.axes
+    assert [t.get_text() for t in axis.get_yticklabels()] == ["b", "c", "a"]
+    bars = _bars(axis)  # sorted by y: Shapley bar then first-order bar of each feature
+    np.testing.assert_allclose([b.get_width() for b in bars[0::2]], [1.5, 0.7, 0.2])
+    np.testing.assert_allclose([b.get_width() for b in bars[1::2]], [1.2, 0.7, 0.1])
+    assert "2.4" in axis.get_title()
+    figure.savefig(tmp_path / "global.png")
+
+
+def test_plot_global_shapley_rejects_other_objects(attr):
+    from gpexplain.plot import plot_global_shapley
+
+    with pytest.raises(TypeError, match="GlobalShapleyValues"):
+        plot_global_shapley(attr)

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from gpexplain.attribution import Attribution
 
-__all__ = ["plot_attributions", "plot_global_importance"]
+__all__ = ["plot_attributions", "plot_global_importance", "plot_global_shapley"]
 
 _POSITIVE = "#c0392b"
 _NEGATIVE = "#2e86c1"
@@ -206,6 +206,73 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
     ax.set_xlim(left=0.0)
     points = f"{attr.n_points} point" + ("s" if attr.n_points != 1 else "")
     ax.set_title(f"Global importance over {points}", fontsize="medium")
+    ax.grid(axis="x", color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+    return figure
+
+
+def plot_global_shapley(result, ax: Axes | None = None) -> Figure:
+    """Global Shapley values (Shapley effects) beside first-order Sobol variances, per feature.
+
+    For an orthogonal additive GP, ``result.values[i]`` is feature i's share of the variance
+    of the prediction under the product measure (the shares sum to ``total_variance``), and
+    ``result.first_order[i]`` is the variance of its main effect alone. The gap between the two
+    bars is what feature i's interactions add. Features are sorted by Shapley effect, most
+    important at the top.
+
+    Parameters
+    ----------
+    result : GlobalShapleyValues
+        From ``gx.global_shapley_values``.
+    ax : matplotlib Axes, optional
+        Where to draw. Default: a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        ``result`` lacks ``values``, ``first_order``, ``total_variance`` or ``feature_names``.
+    """
+    missing = [
+        name
+        for name in ("values", "first_order", "total_variance", "feature_names")
+        if not hasattr(result, name)
+    ]
+    if missing:
+        raise TypeError(
+            f"result must be a GlobalShapleyValues (from gx.global_shapley_values); "
+            f"{type(result).__name__} has no {', '.join(missing)}."
+        )
+    values = np.asarray(result.values, dtype=np.float64)
+    first_order = np.asarray(result.first_order, dtype=np.float64)
+    names = list(result.feature_names)
+    order = np.argsort(-values, kind="stable")
+    if ax is None:
+        longest = max(len(name) for name in names)
+        figure = Figure(
+            figsize=(4.8 + 0.075 * longest, _panel_height(len(names))), layout="constrained"
+        )
+        ax = figure.subplots()
+    else:
+        figure = ax.figure
+    positions = np.arange(len(names))
+    ax.barh(positions - 0.2, values[order], height=0.4, color="0.35", label="Shapley effect")
+    ax.barh(
+        positions + 0.2, first_order[order], height=0.4, color="0.7",
+        label="first-order (main effect only)",
+    )
+    ax.set_yticks(positions, [names[i] for i in order])
+    if not ax.yaxis_inverted():
+        ax.invert_yaxis()
+    ax.set_xlabel("variance of the prediction (squared units of the target)")
+    ax.set_title(
+        f"Global Shapley values (total variance {float(result.total_variance):.4g})",
+        fontsize="medium",
+    )
+    ax.legend(fontsize="small", loc="lower right")
     ax.grid(axis="x", color="0.9", linewidth=0.6)
     ax.set_axisbelow(True)
     return figure
