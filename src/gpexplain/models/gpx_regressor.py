@@ -1,0 +1,613 @@
+"""``GPXRegressor``: GP regression with local explanation (Yoshikawa and Iwata, GPX).
+
+Model (paper eqs. 1-9): a locally linear model whose weights are drawn from a GP,
+
+    y_i = w_i^T z_i + eps_y,   w_i = g(x_i) + eps_w,   g_l ~ GP(0, k) independently,
+
+with ``eps_y ~ N(0, noise)`` and ``eps_w ~ N(0, weight_noise I_d)``. ``X`` (what the kernel
+sees) and ``Z`` (the interpretable representation whose columns are explained) are separate
+inputs; by default ``Z = X``. Integrating out ``W`` and ``G`` (eqs. 12-13)::
+
+    y ~ N(0, C),   C = noise I + (K + weight_noise I) o Z Z^T.
+
+Predictions and explanations use exact forms equal to the paper's main-text eqs. 14 and 18
+(its Appendix B, eqs. 29-32, is wrong; see ``papers/ERRATA.md``, section 002) without ever
+forming an nd x nd matrix. With ``alpha = C^{-1} y``, ``k* = k(x*, X)`` and
+``B = diag(k*) Z`` (n x d)::
+
+    E[w*]   = Z^T (k* o alpha)                                   O(n d) per point
+    Cov[w*] = (k(x*, x*) + weight_noise) I - B^T C^{-1} B         O(n^2 d + n d^2)
+    E[y*]   = E[w*]^T z*,   Var[y*] = noise + z*^T Cov[w*] z*     (eq. 14)
+
+The last line holds exactly, so a prediction is the sum of its feature contributions
+``E[w*_l] z*_l``. Equation 18 reduces to the second line because
+``A S A^T = k*^T L^{-1} k* - B^T C^{-1} B`` with ``L = K_bar + weight_noise I``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import gpytorch
+import numpy as np
+import pandas as pd
+import torch
+from linear_operator.utils.cholesky import psd_safe_cholesky
+from linear_operator.utils.warnings import NumericalWarning
+from scipy.linalg import cho_solve, solve_triangular
+from scipy.spatial.distance import pdist
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from gpexplain._validation import (
+    as_feature_matrix,
+    as_target,
+    check_feature_count,
+    check_finite_result,
+)
+from gpexplain.attribution import Attribution
+from gpexplain.kernels import RBF
+from gpexplain.models.gp_regressor import FitError
+from gpexplain.parallel import default_chunk_size, map_chunks
+from gpexplain.posterior.exact import cholesky_with_jitter
+
+__all__ = ["GPXRegressor"]
+
+OPTIMIZERS = ("lbfgs", None)
+EXPLAIN_WHAT = ("contributions", "weights")
+# The paper's initial values (Sec. 5.1), in the internal units (see ``GPXRegressor``):
+# theta_1 = 1, sigma_y = 0.1, sigma_w = 0.1 (so both variances 0.01).
+_INITIAL_VARIANCE = 1.0
+_INITIAL_NOISE = 0.01
+_INITIAL_WEIGHT_NOISE = 0.01
+# Lower bounds in internal units. Noise and weight noise must stay positive (the paper
+# requires both > 0) and keep C well conditioned; lengthscales below 1e-4 standard deviations
+# only fit noise.
+_NOISE_LOWER_BOUND = 1e-6
+_WEIGHT_NOISE_LOWER_BOUND = 1e-6
+_LENGTHSCALE_LOWER_BOUND = 1e-4
+# The median heuristic looks at the pairwise distances of at most this many rows (seeded
+# subsample), which keeps it O(1) in memory for large data and changes only the start.
+_MEDIAN_HEURISTIC_ROWS = 1000
+
+
+class GPXRegressor(RegressorMixin, BaseEstimator):
+    """Gaussian-process regression with local explanation (GPX; Yoshikawa and Iwata).
+
+    Predicts with a locally linear model ``y = w(x)^T z + eps`` whose weights are drawn from
+    ``d`` independent GPs over the kernel inputs ``x`` (plus independent weight noise), and
+    explains each prediction with the posterior of those weights: Gaussian, with exact mean
+    and covariance (paper eqs. 12-18; Appendix B is wrong, see ``papers/ERRATA.md`` 002).
+
+    Kernel: squared exponential, ``k(x, x') = variance * exp(-0.5 * sum_i (x_i - x'_i)^2 /
+    lengthscale_i^2)`` (the paper's eq. 5 with ``theta_1 = variance``,
+    ``theta_2 = 2 lengthscale^2``), on internally standardised X: isotropic there (as in the
+    paper, which standardises X), so in original units the lengthscale of column i is the
+    fitted lengthscale times the column's standard deviation. Constant columns of X are
+    ignored by the kernel (lengthscale ``np.inf``).
+
+    Units and internal scaling. Only scalings that are exact reparametrisations of the model
+    are applied: X is standardised per column (X only enters the kernel, and the kernel is
+    converted back exactly), y is divided by its root mean square and Z by the root mean
+    square of its entries, both *without centring*: the model has no intercept, and centring
+    y would add one (predictions would no longer be the sum of the contributions). Every
+    fitted value is reported in original units: weights in units of y per unit of z,
+    ``kernel_.variance`` and ``weight_noise_`` in squared weight units, ``noise_`` in squared
+    units of y. To reproduce the paper's setting, standardise X, y and Z yourself (the
+    internal scalings are then the identity and the initial values are exactly the
+    paper's). To get an intercept, add a column of ones to Z: its weight is a GP over x.
+
+    Parameters
+    ----------
+    kernel : gx.kernels.RBF, optional
+        Kernel in original units of X: the starting point of the optimisation (a vector
+        lengthscale means ARD and is optimised per column; a scalar is optimised as one
+        lengthscale for the standardised X, starting from the geometric mean of the
+        per-column values), or the final kernel with ``optimizer=None``. Default: variance
+        1 (internal units) and the median-heuristic lengthscale: the paper's ``theta_2`` set
+        to the median of the squared pairwise Euclidean distances of the standardised rows
+        (Garreau et al. 2017, ``h^2 = H_n / 2``), i.e. ``lengthscale = sqrt(median / 2)``;
+        the median is over distinct pairs of at most 1000 rows (seeded subsample).
+    weight_noise : float, optional
+        ``sigma_w^2``, the variance of the weight noise ``eps_w``, in squared weight units.
+        Default start: 0.01 in internal units (the paper's ``sigma_w = 0.1``).
+    noise : float, optional
+        ``sigma_y^2``, the observation-noise variance, in squared units of y. Default start:
+        0.01 in internal units (the paper's ``sigma_y = 0.1``).
+    optimizer : {"lbfgs", None}, default "lbfgs"
+        ``"lbfgs"``: maximise the log marginal likelihood ``log N(y | 0, C)`` (eq. 12) with
+        torch's L-BFGS (strong Wolfe line search, float64, autograd gradients; positivity by
+        GPyTorch ``GreaterThan`` constraints). None keeps the given ``kernel``,
+        ``weight_noise`` and ``noise`` exactly (all three are then required).
+    max_iter : int, default 200
+        L-BFGS iterations.
+    random_state : int, default 0
+        Seed of the row subsample of the median heuristic (used only when n > 1000).
+
+    Attributes
+    ----------
+    kernel_ : RBF
+        Fitted kernel in original units of X (variance in squared weight units).
+    weight_noise_ : float
+        Fitted weight-noise variance (squared weight units).
+    noise_ : float
+        Fitted observation-noise variance (squared units of y).
+    log_marginal_likelihood_value_ : float
+        ``log N(y | 0, C)`` at the fitted values, as a density of y in its original units.
+    feature_names_in_ : list of str
+        Names of Z's columns: the explained features.
+    n_features_in_ : int
+        Number of Z's columns (equal to X's when Z is X).
+    kernel_feature_names_ : list of str
+        Names of X's columns (the kernel inputs).
+    X_train_, Z_train_ : ndarray (n, p), (n, d)
+        Training inputs in original units.
+    alpha_ : ndarray (n,)
+        ``C^{-1} y``.
+    cholesky_ : ndarray (n, n)
+        Lower Cholesky factor of C (plus ``jitter_`` on the diagonal when it was needed).
+    jitter_ : float
+
+    Raises
+    ------
+    ValueError, TypeError
+        From ``fit``: bad inputs (named argument, row and column), Z with a different number
+        of rows than X, fewer than 2 rows, every column of X constant, unknown optimizer,
+        non-positive variances, ``optimizer=None`` without all hyperparameters.
+    FitError
+        From ``fit``: the optimiser produced non-finite values or C was not positive
+        definite.
+
+    References
+    ----------
+    Y. Yoshikawa and T. Iwata, "Gaussian Process Regression With Local Explanation",
+    arXiv:2007.01669 (2020).
+    """
+
+    def __init__(
+        self,
+        kernel: RBF | None = None,
+        weight_noise: float | None = None,
+        noise: float | None = None,
+        optimizer: str | None = "lbfgs",
+        max_iter: int = 200,
+        random_state: int = 0,
+    ):
+        self.kernel = kernel
+        self.weight_noise = weight_noise
+        self.noise = noise
+        self.optimizer = optimizer
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    # -- fitting ------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        if self.kernel is not None and not isinstance(self.kernel, RBF):
+            raise TypeError(
+                f"kernel must be None or a gx.kernels.RBF, got {type(self.kernel).__name__}."
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'lbfgs' or None.")
+        for name in ("weight_noise", "noise"):
+            value = getattr(self, name)
+            if value is not None and not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive finite variance, got {value!r}.")
+        if self.optimizer is None and (
+            self.kernel is None or self.weight_noise is None or self.noise is None
+        ):
+            raise ValueError(
+                "optimizer=None keeps given hyperparameters, so it needs kernel=gx.kernels.RBF"
+                "(...), weight_noise=... and noise=...; or use optimizer='lbfgs'."
+            )
+        if not isinstance(self.max_iter, int | np.integer) or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}.")
+
+    def fit(self, X, y, Z=None):
+        """Fit the hyperparameters by maximising the marginal likelihood (eq. 12).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_kernel_features)
+            Kernel inputs (NumPy, pandas or torch). At least 2 rows.
+        y : array-like of shape (n_samples,)
+        Z : array-like of shape (n_samples, n_features), optional
+            Interpretable representation whose columns are explained (column names become
+            ``feature_names_in_``). Default: X itself.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        X, x_names = as_feature_matrix(X, "X", min_rows=2)
+        y = as_target(y, X.shape[0])
+        Z, z_names = (X, x_names) if Z is None else _as_representation(Z, X.shape[0])
+        self.z_is_x_ = Z is X
+        constant = np.ptp(X, axis=0) == 0
+        if constant.all():
+            raise ValueError(
+                "every column of X is constant, so the kernel cannot tell rows apart; pass "
+                "at least one varying kernel input."
+            )
+        if constant.any() and self.optimizer is not None:
+            warnings.warn(
+                "constant column(s) "
+                + ", ".join(repr(x_names[i]) for i in np.flatnonzero(constant))
+                + " of X carry no information; the kernel ignores them.",
+                UserWarning,
+                stacklevel=2,
+            )
+
+        if self.optimizer is None:
+            self.kernel_ = RBF(self.kernel.lengthscale.copy(), self.kernel.variance)
+            self.kernel_._lengthscales(X.shape[1])  # a ValueError if the count is wrong
+            self.weight_noise_ = float(self.weight_noise)
+            self.noise_ = float(self.noise)
+        else:
+            self._optimise(X, y, Z, constant)
+
+        self.X_train_, self.Z_train_ = X, Z
+        C = _covariance(self.kernel_(X, X), Z, self.weight_noise_, self.noise_)
+        try:
+            self.cholesky_, self.jitter_ = cholesky_with_jitter(C)
+        except np.linalg.LinAlgError as error:
+            raise FitError(str(error)) from None
+        self.alpha_ = cho_solve((self.cholesky_, True), y)
+        self.log_marginal_likelihood_value_ = float(
+            -0.5 * y @ self.alpha_
+            - np.sum(np.log(np.diag(self.cholesky_)))
+            - 0.5 * y.size * np.log(2.0 * np.pi)
+        )
+        check_finite_result("GPXRegressor.fit", self.alpha_)
+        self.feature_names_in_ = list(z_names)
+        self.n_features_in_ = Z.shape[1]
+        self.kernel_feature_names_ = list(x_names)
+        return self
+
+    def _optimise(self, X, y, Z, constant) -> None:
+        """Maximise the marginal likelihood in internal units; set the fitted attributes."""
+        active = np.flatnonzero(~constant)
+        x_mean, x_scale = X[:, active].mean(axis=0), X[:, active].std(axis=0)
+        y_scale = _root_mean_square(y)
+        z_scale = _root_mean_square(Z)
+        # Internal weights are z_scale / y_scale times the original ones, so the variances
+        # of the weights scale by the square of that factor.
+        weight_scale = (z_scale / y_scale) ** 2
+        Xs = (X[:, active] - x_mean) / x_scale
+
+        if self.kernel is None:
+            lengthscale = np.array([_median_heuristic(Xs, self.random_state)])
+            variance = _INITIAL_VARIANCE
+        else:
+            given = self.kernel._lengthscales(X.shape[1])[active] / x_scale
+            # A scalar lengthscale in original units differs per standardised column; it is
+            # tied (isotropic) as documented, starting from the geometric mean.
+            lengthscale = given if self.kernel.ard else np.exp([np.mean(np.log(given))])
+            variance = self.kernel.variance * weight_scale
+        weight_noise = (
+            _INITIAL_WEIGHT_NOISE if self.weight_noise is None
+            else self.weight_noise * weight_scale
+        )
+        noise = _INITIAL_NOISE if self.noise is None else self.noise / y_scale**2
+        start = (lengthscale, variance, weight_noise, noise)
+        lengthscale, variance, weight_noise, noise = _maximise_log_marginal_likelihood(
+            Xs, Z / z_scale, y / y_scale, start, self.max_iter
+        )
+
+        full_lengthscale = np.full(X.shape[1], np.inf)
+        full_lengthscale[active] = lengthscale * x_scale  # broadcasts the isotropic scalar
+        self.kernel_ = RBF(full_lengthscale, variance / weight_scale)
+        self.weight_noise_ = float(weight_noise / weight_scale)
+        self.noise_ = float(noise * y_scale**2)
+
+    # -- prediction ---------------------------------------------------------------------
+    def _check_query(self, X, Z) -> tuple[np.ndarray, np.ndarray]:
+        """Validate query points; return (X, Z) as float64 arrays with matching rows."""
+        check_is_fitted(self, "alpha_")
+        values, names = as_feature_matrix(X, "X")
+        check_feature_count(values, self.X_train_.shape[1], "X")
+        _check_column_names(X, names, self.kernel_feature_names_, "X")
+        if Z is None:
+            if not self.z_is_x_:
+                raise ValueError(
+                    "the model was fitted with a separate Z; pass Z (the interpretable "
+                    "representation of these rows) as well."
+                )
+            return values, values
+        z_values, z_names = _as_representation(Z, values.shape[0])
+        check_feature_count(z_values, self.n_features_in_, "Z")
+        _check_column_names(Z, z_names, self.feature_names_in_, "Z")
+        return values, z_values
+
+    def _latent_moments(self, X, Z) -> tuple[np.ndarray, np.ndarray]:
+        """E[w*^T z*] and Var[w*^T z*] for validated query rows, (m,) each.
+
+        Uses ``c* = k* o (Z_train z*)`` (eq. 14) and a triangular solve, O(n^2) per point.
+        """
+        cross = self.kernel_(X, self.X_train_) * (Z @ self.Z_train_.T)  # rows are c*^T
+        mean = cross @ self.alpha_
+        whitened = solve_triangular(self.cholesky_, cross.T, lower=True, check_finite=False)
+        prior = (self.kernel_.diag(X) + self.weight_noise_) * np.sum(Z * Z, axis=1)
+        var = np.maximum(prior - np.sum(whitened**2, axis=0), 0.0)
+        return mean, var
+
+    def predict(self, X, Z=None, return_std: bool = False, noisy: bool = False):
+        """Predictive mean (and standard deviation) of y in its original units (eq. 14).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_points, n_kernel_features)
+        Z : array-like of shape (n_points, n_features), optional
+            Required when the model was fitted with a separate Z; default X.
+        return_std : bool
+            Also return the standard deviation.
+        noisy : bool
+            False (default): of the latent locally linear prediction ``w*^T z*`` (weight
+            noise included, observation noise not). True: of a new observation ``y*``, which
+            adds ``noise_`` to the variance (the paper's eq. 14).
+
+        Returns
+        -------
+        mean : ndarray (n_points,)
+        std : ndarray (n_points,), only with ``return_std=True``
+
+        Raises
+        ------
+        ValueError
+            Wrong number of columns, non-finite values, DataFrame columns that do not match
+            the training names, Z missing or with a different number of rows.
+        """
+        X, Z = self._check_query(X, Z)
+        chunk = default_chunk_size(self.X_train_.shape[0], 1)
+        mean, var = map_chunks(
+            lambda rows: self._latent_moments(X[rows[:, 0]], Z[rows[:, 0]]),
+            np.arange(X.shape[0])[:, None],
+            chunk,
+        )
+        check_finite_result("GPXRegressor.predict", mean, var)
+        if not return_std:
+            return mean
+        if noisy:
+            var = var + self.noise_
+        return mean, np.sqrt(var)
+
+    def _weight_moments(self, X, Z, return_cov: bool):
+        """E[w*] (m, d) and, if asked, Cov[w*] (m, d, d) for validated query rows."""
+        kernel_cross = self.kernel_(X, self.X_train_)  # k*, (m, n)
+        mean = (kernel_cross * self.alpha_) @ self.Z_train_
+        if not return_cov:
+            return mean, None
+        n, d = self.Z_train_.shape
+        B = kernel_cross[:, :, None] * self.Z_train_  # diag(k*) Z per point, (m, n, d)
+        whitened = solve_triangular(
+            self.cholesky_, np.moveaxis(B, 1, 0).reshape(n, -1), lower=True, check_finite=False
+        ).reshape(n, X.shape[0], d)
+        prior = self.kernel_.diag(X) + self.weight_noise_
+        cov = prior[:, None, None] * np.eye(d) - np.einsum("npi,npj->pij", whitened, whitened)
+        return mean, cov
+
+    def explain(self, X, Z=None, what: str = "contributions", return_cov: bool = True):
+        """Posterior of the local weights or of the feature contributions (eq. 18).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_points, n_kernel_features)
+        Z : array-like of shape (n_points, n_features), optional
+            Required when the model was fitted with a separate Z; default X.
+        what : {"contributions", "weights"}
+            ``"contributions"``: ``phi_l = w*_l z*_l`` (units of y), mean ``E[w*] o z*``,
+            covariance ``diag(z*) Cov[w*] diag(z*)``. Their sum is the prediction exactly:
+            base value 0, because a locally linear model has no intercept; so
+            ``baseline_prediction = 0.0`` and ``completeness_gap()`` checks
+            ``sum_l E[phi_l] = E[w*^T z*]`` and ``1^T Cov[phi] 1 = Var[w*^T z*]`` (the latent
+            predictive variance, ``difference_variance``; computed independently through
+            eq. 14's ``c*``). ``"weights"``: ``w*`` itself (units of y per unit of z), mean
+            ``E[w*]`` and covariance ``Cov[w*]`` (eq. 18); no completeness applies, so
+            ``baseline_prediction`` and ``difference_variance`` are None.
+        return_cov : bool
+            Compute the (n_points, d, d) covariances (O(n^2 d + n d^2) per point; the means
+            alone are O(n d) per point).
+
+        Returns
+        -------
+        Attribution
+            ``X`` holds the explained Z rows (original units), ``prediction`` the latent
+            predictive mean ``E[w*^T z*]``, ``baseline`` None, ``feature_names`` Z's column
+            names, ``method`` ``"GPX contributions"`` or ``"GPX weights"``.
+
+        Raises
+        ------
+        ValueError
+            Unknown ``what``, or bad query points (see ``predict``).
+        """
+        if what not in EXPLAIN_WHAT:
+            raise ValueError(f"unknown what={what!r}; use one of {EXPLAIN_WHAT}.")
+        X, Z = self._check_query(X, Z)
+        n, d = self.Z_train_.shape
+        chunk = default_chunk_size(n, d if return_cov else 1)
+
+        def moments(rows):
+            rows = rows[:, 0]
+            mean, cov = self._weight_moments(X[rows], Z[rows], return_cov)
+            latent_mean, latent_var = self._latent_moments(X[rows], Z[rows])
+            return mean, cov, latent_mean, latent_var
+
+        mean, cov, latent_mean, latent_var = map_chunks(
+            moments, np.arange(X.shape[0])[:, None], chunk
+        )
+        if what == "contributions":
+            mean = mean * Z
+            if cov is not None:
+                cov = cov * Z[:, :, None] * Z[:, None, :]
+        check_finite_result("GPXRegressor.explain", mean, cov, latent_mean, latent_var)
+        contributions = what == "contributions"
+        return Attribution(
+            mean=mean,
+            cov=cov,
+            X=Z,
+            prediction=latent_mean,
+            baseline=None,
+            baseline_prediction=0.0 if contributions else None,
+            feature_names=list(self.feature_names_in_),
+            method=f"GPX {what}",
+            difference_variance=latent_var if contributions else None,
+        )
+
+
+def _as_representation(Z, n_rows: int) -> tuple[np.ndarray, list[str]]:
+    """Validate Z: a finite numeric matrix with one row per row of X."""
+    values, names = as_feature_matrix(Z, "Z", feature_names=None)
+    if values.shape[0] != n_rows:
+        raise ValueError(
+            f"Z has {values.shape[0]} rows but X has {n_rows}; Z must hold the interpretable "
+            "representation of the same rows, in the same order."
+        )
+    return values, names
+
+
+def _check_column_names(table, names: list[str], expected: list[str], name: str) -> None:
+    """Refuse a DataFrame whose columns differ from the training columns (order included)."""
+    default = [f"x{i}" for i in range(len(expected))]
+    if isinstance(table, pd.DataFrame) and expected != default and names != expected:
+        # A reordered table would be predicted and explained column by column, silently wrong.
+        raise ValueError(
+            f"{name} columns {names} do not match the training columns {expected}; select "
+            f"them in that order, e.g. {name}[{expected}]."
+        )
+
+
+def _root_mean_square(values: np.ndarray) -> float:
+    """sqrt(mean(values^2)), or 1.0 for an all-zero array (nothing to rescale)."""
+    scale = float(np.sqrt(np.mean(values**2)))
+    return scale if scale > 0 else 1.0
+
+
+def _median_heuristic(Xs: np.ndarray, random_state: int) -> float:
+    """Lengthscale ``sqrt(median_{i<j} |x_i - x_j|^2 / 2)`` (Garreau et al. 2017).
+
+    The median is over distinct pairs of at most ``_MEDIAN_HEURISTIC_ROWS`` rows; when more
+    than half of the pairs coincide (median 0) it is taken over the non-zero distances.
+    """
+    if Xs.shape[0] > _MEDIAN_HEURISTIC_ROWS:
+        rng = np.random.default_rng(random_state)
+        Xs = Xs[rng.choice(Xs.shape[0], _MEDIAN_HEURISTIC_ROWS, replace=False)]
+    squared = pdist(Xs, "sqeuclidean")
+    median = float(np.median(squared))
+    if median == 0.0:
+        median = float(np.median(squared[squared > 0]))
+    return max(np.sqrt(median / 2.0), 2 * _LENGTHSCALE_LOWER_BOUND)
+
+
+def _covariance(K, Z, weight_noise, noise):
+    """``C = noise I + (K + weight_noise I) o Z Z^T`` (eq. 13) for NumPy or torch inputs."""
+    squared_norms = (Z * Z).sum(-1)
+    C = K * (Z @ Z.T)
+    return C + _diag(weight_noise * squared_norms + noise)
+
+
+def _diag(values):
+    return torch.diag(values) if isinstance(values, torch.Tensor) else np.diag(values)
+
+
+def _squared_distances(X1, X2, lengthscale):
+    """Scaled squared distances by direct differences, one column at a time (torch)."""
+    total = X1.new_zeros(X1.shape[0], X2.shape[0])
+    for i in range(X1.shape[1]):
+        scale = lengthscale[i] if lengthscale.numel() > 1 else lengthscale[0]
+        total = total + ((X1[:, None, i] - X2[None, :, i]) / scale) ** 2
+    return total
+
+
+def _log_marginal_likelihood(X, Z, y, lengthscale, variance, weight_noise, noise):
+    """``log N(y | 0, C)`` (eqs. 12-13), differentiable in the hyperparameters (torch).
+
+    Parameters
+    ----------
+    X : tensor (n, p); Z : tensor (n, d); y : tensor (n,)
+    lengthscale : tensor (1,) (isotropic) or (p,); variance, weight_noise, noise : tensors ()
+
+    Returns
+    -------
+    tensor ()
+    """
+    K = variance * torch.exp(-0.5 * _squared_distances(X, X, lengthscale))
+    L = psd_safe_cholesky(_covariance(K, Z, weight_noise, noise))
+    alpha = torch.cholesky_solve(y[:, None], L)[:, 0]
+    n = y.shape[0]
+    return (
+        -0.5 * y @ alpha
+        - torch.log(torch.diagonal(L)).sum()
+        - 0.5 * n * float(np.log(2.0 * np.pi))
+    )
+
+
+def _maximise_log_marginal_likelihood(Xs, Zs, ys, start, max_iter):
+    """L-BFGS (strong Wolfe) on the log marginal likelihood per data point, internal units.
+
+    Returns (lengthscale array, variance, weight_noise, noise).
+
+    Raises
+    ------
+    FitError
+        The optimiser failed (C not positive definite even with jitter) or ended at
+        non-finite values.
+    """
+    lengthscale, variance, weight_noise, noise = start
+    constraints = (
+        gpytorch.constraints.GreaterThan(_LENGTHSCALE_LOWER_BOUND),
+        gpytorch.constraints.Positive(),
+        gpytorch.constraints.GreaterThan(_WEIGHT_NOISE_LOWER_BOUND),
+        gpytorch.constraints.GreaterThan(_NOISE_LOWER_BOUND),
+    )
+    values = (
+        np.maximum(lengthscale, 2 * _LENGTHSCALE_LOWER_BOUND),
+        variance,
+        max(weight_noise, 2 * _WEIGHT_NOISE_LOWER_BOUND),
+        max(noise, 2 * _NOISE_LOWER_BOUND),
+    )
+    raw = [
+        constraint.inverse_transform(torch.as_tensor(value, dtype=torch.float64).reshape(-1))
+        .detach()
+        .requires_grad_(True)
+        for constraint, value in zip(constraints, values, strict=True)
+    ]
+    X_t, Z_t, y_t = (torch.as_tensor(a, dtype=torch.float64) for a in (Xs, Zs, ys))
+
+    def hyperparameters():
+        return [c.transform(r) for c, r in zip(constraints, raw, strict=True)]
+
+    optimizer = torch.optim.LBFGS(
+        raw,
+        lr=1.0,
+        max_iter=max_iter,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=1e-5,
+        tolerance_change=1e-9,
+        history_size=20,
+    )
+
+    def closure():
+        optimizer.zero_grad()
+        ell, var, w_noise, y_noise = hyperparameters()
+        loss = -_log_marginal_likelihood(X_t, Z_t, y_t, ell, var[0], w_noise[0], y_noise[0])
+        loss = loss / y_t.shape[0]
+        loss.backward()
+        return loss
+
+    with warnings.catch_warnings():
+        # Jitter added during line searches far from the optimum is expected, not news.
+        warnings.simplefilter("ignore", category=NumericalWarning)
+        try:
+            optimizer.step(closure)
+        except (RuntimeError, ValueError) as error:  # e.g. NotPSDError
+            raise FitError(
+                f"marginal-likelihood optimisation failed ({error}); try other starting values "
+                "(kernel, weight_noise, noise) or optimizer=None."
+            ) from None
+    fitted = [h.detach().numpy().copy() for h in hyperparameters()]
+    if not all(np.all(np.isfinite(v)) for v in fitted):
+        raise FitError(
+            "marginal-likelihood optimisation ended at non-finite hyperparameters; try other "
+            "starting values (kernel, weight_noise, noise) or optimizer=None."
+        )
+    return fitted[0], float(fitted[1][0]), float(fitted[2][0]), float(fitted[3][0])
