@@ -208,3 +208,216 @@ def integrated_gradient_functionals(
     prior = prior * delta[:, :, None] * delta[:, None, :]
     prior = 0.5 * (prior + prior.transpose(1, 2))  # the staggered pairing is not symmetric
     return cross.numpy(), prior.detach().numpy()
+
+
+# -- stationary kernels: graded path rule and single-integral prior ---------------------------
+def _pairwise(torch_kernel, left, right):
+    """``k(left_m, right_m)`` for explicit pairs (diag=True): one backward pass gives every
+    pair's gradient, and GPyTorch's pairwise path (torch.cdist) has no double backward."""
+    return torch_kernel(left, right, diag=True)
+
+
+def _weighted_mixed_derivatives(torch_kernel, left, right, weights, n_groups):
+    """``sum_m w_m d^2 k(left_m, right_m) / d left_i d right_j`` over consecutive pair groups.
+
+    Parameters
+    ----------
+    left, right : torch.Tensor (n_groups * m, D)
+    weights : torch.Tensor (n_groups * m,)
+
+    Returns
+    -------
+    torch.Tensor (n_groups, D, D)
+    """
+    import torch
+
+    n_features = left.shape[1]
+    left = left.detach().requires_grad_(True)
+    right = right.detach().requires_grad_(True)
+    values = _pairwise(torch_kernel, left, right)
+    (grad_left,) = torch.autograd.grad((values * weights).sum(), left, create_graph=True)
+    out = torch.empty(n_groups, n_features, n_features, dtype=torch.float64)
+    for i in range(n_features):
+        (mixed,) = torch.autograd.grad(grad_left[:, i].sum(), right, retain_graph=True)
+        out[:, i, :] = mixed.reshape(n_groups, -1, n_features).sum(dim=1)
+    return out.detach()
+
+
+def _sinh_nodes(lower, upper, centre, spread, x, w):
+    """Nodes and weights of ``int_lower^upper`` mapped through ``t = centre + spread sinh(s)``.
+
+    The substitution (Johnston and Elliott 2005) removes a near-singularity at
+    ``centre +- i spread`` from the integrand: ``r(t) = sqrt(h^2 + c^2 (t - t0)^2)`` becomes
+    ``h cosh(s)``, analytic in s. ``x, w``: a Gauss-Legendre rule on [0, 1]. All other
+    arguments broadcast; where ``spread`` is not small against the interval (or infinite),
+    the plain affine map is used.
+    """
+    length = upper - lower
+    graded = spread < np.abs(length)
+    safe = np.where(graded, spread, 1.0)
+    s_lo = np.arcsinh(np.where(graded, (lower - centre) / safe, 0.0))
+    s_hi = np.arcsinh(np.where(graded, (upper - centre) / safe, 0.0))
+    s = s_lo[..., None] + (s_hi - s_lo)[..., None] * x
+    graded_t = centre[..., None] + safe[..., None] * np.sinh(s)
+    graded_w = safe[..., None] * np.cosh(s) * (s_hi - s_lo)[..., None] * w
+    plain_t = lower[..., None] + length[..., None] * x
+    plain_w = length[..., None] * w
+    g = graded[..., None]
+    return np.where(g, graded_t, plain_t), np.where(g, graded_w, plain_w)
+
+
+def graded_path_rule(X, baseline, Z, leaves, n_steps: int):
+    """Per-(point, training point) nodes on [0, 1] for the cross term of a stationary kernel.
+
+    For each leaf with a singularity, the path ``xt + t (x - xt)`` comes closest to z_n at
+    ``t0 = -(u . v) / |u|^2`` (u = (x - xt)/l, v = (xt - z_n)/l on the leaf's features) with
+    complex singularities at ``t0 +- i spread``, ``spread = sqrt(h^2 + pole_offset) / |u|``.
+    [0, 1] is cut at every ``clip(t0, 0, 1)``; every piece is halved and each half gets
+    Gauss-Legendre nodes through the sinh map towards the singularity of its end
+    (``_sinh_nodes``), so the rule converges exponentially however close the path passes to
+    a training point (and exactly through one: a Matern kink at t0 is a piece boundary).
+
+    Parameters
+    ----------
+    X : ndarray (n_points, n_features)
+    baseline : ndarray (n_features,)
+    Z : ndarray (n_train, n_features)
+    leaves : list of gpexplain.kernels.stationary.RadialLeaf
+    n_steps : int
+        Total nodes per pair, shared equally by the ``2 (n_singular_leaves + 1)`` halves
+        (at least 2 nodes each).
+
+    Returns
+    -------
+    nodes, weights : ndarray (n_points, n_train, n_nodes)
+    """
+    singular = [leaf for leaf in leaves if leaf.pole_offset is not None]
+    n_halves = 2 * (len(singular) + 1)
+    x, w = quadrature_rule("gauss-legendre", max(2, n_steps // n_halves))
+    shape = (X.shape[0], Z.shape[0])
+    # Cut points with the singularity each one carries; the path's ends carry none.
+    cuts = [np.zeros(shape), np.ones(shape)]
+    centres = [np.zeros(shape), np.ones(shape)]
+    spreads = [np.full(shape, np.inf), np.full(shape, np.inf)]
+    for leaf in singular:
+        u = (X[:, leaf.dims] - baseline[leaf.dims]) / leaf.lengthscale  # (p, d)
+        v = (baseline[leaf.dims] - Z[:, leaf.dims]) / leaf.lengthscale  # (n, d)
+        u_sq = np.sum(u * u, axis=1)[:, None]
+        moving = u_sq > 0
+        u_sq_safe = np.where(moving, u_sq, 1.0)
+        t0 = -(u @ v.T) / u_sq_safe
+        h_sq = np.maximum(np.sum(v * v, axis=1)[None, :] - (u @ v.T) ** 2 / u_sq_safe, 0.0)
+        spread = np.sqrt((h_sq + leaf.pole_offset) / u_sq_safe)
+        cuts.append(np.where(moving, np.clip(t0, 0.0, 1.0), 0.0))
+        centres.append(np.where(moving, t0, 0.0))
+        spreads.append(np.where(moving, spread, np.inf))
+    cuts, centres, spreads = np.stack(cuts, -1), np.stack(centres, -1), np.stack(spreads, -1)
+    order = np.argsort(cuts, axis=-1, kind="stable")
+    cuts, centres, spreads = (np.take_along_axis(a, order, -1) for a in (cuts, centres, spreads))
+    middle = 0.5 * (cuts[..., :-1] + cuts[..., 1:])
+    left_t, left_w = _sinh_nodes(cuts[..., :-1], middle, centres[..., :-1], spreads[..., :-1], x, w)
+    right_t, right_w = _sinh_nodes(middle, cuts[..., 1:], centres[..., 1:], spreads[..., 1:], x, w)
+    nodes = np.concatenate([left_t, right_t], axis=-1).reshape(*shape, -1)
+    weights = np.concatenate([left_w, right_w], axis=-1).reshape(*shape, -1)
+    return np.clip(nodes, 0.0, 1.0), weights
+
+
+def stationary_cross(torch_kernel, leaves, X, baseline, Z, n_steps: int) -> np.ndarray:
+    """Cross term ``A[p, i, n] = (x_i - xt_i) int_0^1 d_i k(xt + t (x - xt), z_n) dt`` by the
+    graded rule of ``graded_path_rule`` and autograd.
+
+    Returns
+    -------
+    ndarray (n_points, n_features, n_train)
+    """
+    import torch
+
+    nodes, weights = graded_path_rule(X, baseline, Z, leaves, n_steps)
+    n_points, n_train, n_nodes = nodes.shape
+    delta = X - baseline[None, :]
+    path = baseline + nodes[..., None] * delta[:, None, None, :]  # (p, n, K, D)
+    left = torch.as_tensor(path.reshape(-1, X.shape[1])).requires_grad_(True)
+    right = torch.as_tensor(np.repeat(np.tile(Z, (n_points, 1)), n_nodes, axis=0))
+    (gradient,) = torch.autograd.grad(_pairwise(torch_kernel, left, right).sum(), left)
+    gradient = gradient.numpy().reshape(n_points, n_train, n_nodes, X.shape[1])
+    cross = np.einsum("pnk,pnki->pin", weights, gradient) * delta[:, :, None]
+    # A feature with x_i = xt_i gets exactly zero (and a zero-distance leaf may give NaN).
+    return np.where((delta != 0)[:, :, None], cross, 0.0)
+
+
+def stationary_prior(torch_kernel, X, baseline, n_steps: int) -> np.ndarray:
+    """Prior term of a stationary kernel ``k(x, x') = K(x - x')`` as a single integral.
+
+    With ``delta = x - xt`` and ``H = -grad grad^T K`` the mixed second derivative,
+
+        P_ij = delta_i delta_j int_0^1 int_0^1 H_ij((t - s) delta) dt ds
+             = delta_i delta_j 2 int_0^1 (1 - tau) H_ij(tau delta) dtau
+
+    (H is even). ``tau -> H(tau delta)`` is analytic on [0, 1] for the leaves of
+    ``radial_leaves`` (the Matern kink at zero distance sits at the end tau = 0), so
+    ``n_steps`` Gauss-Legendre nodes converge exponentially; the nodes are interior, so
+    autograd never differentiates at zero distance. It is evaluated as the mixed derivative
+    of ``k(xt + tau delta, xt)``. ``sum_ij P_ij = 2 (K(0) - K(delta))``.
+
+    Returns
+    -------
+    ndarray (n_points, n_features, n_features), symmetric.
+    """
+    import torch
+
+    tau, w = quadrature_rule("gauss-legendre", n_steps)
+    n_points, n_features = X.shape
+    delta = X - baseline[None, :]
+    left = baseline + tau[None, :, None] * delta[:, None, :]  # (p, K, D)
+    right = np.broadcast_to(baseline, left.shape)
+    pair_weights = np.tile(2.0 * (1.0 - tau) * w, n_points)
+    prior = _weighted_mixed_derivatives(
+        torch_kernel,
+        torch.as_tensor(left.reshape(-1, n_features)),
+        torch.as_tensor(np.ascontiguousarray(right).reshape(-1, n_features)),
+        torch.as_tensor(pair_weights),
+        n_points,
+    ).numpy()
+    prior = prior * delta[:, :, None] * delta[:, None, :]
+    prior = np.where((delta[:, :, None] != 0) & (delta[:, None, :] != 0), prior, 0.0)
+    return 0.5 * (prior + np.swapaxes(prior, 1, 2))
+
+
+def path_pair_prior(torch_kernel, X, baseline_a, baseline_b, n_steps: int) -> np.ndarray:
+    """Prior covariance between the attributions along two different paths into the same x.
+
+    ``P_ij = d_i e_j int_0^1 int_0^1 d^2 k(x - p d, x - q e) / dx_i dx'_j dp dq`` with
+    ``d = x - xt_a``, ``e = x - xt_b`` (p = 1 - t, q = 1 - s). Both paths end at x, where a
+    Matern kernel is not smooth; the Duffy substitution (split the square along p = q, then
+    ``q = p sigma`` or ``p = q sigma``) moves that corner to an edge and cancels it with the
+    Jacobian, so a tensor Gauss-Legendre rule with ``n_steps`` nodes per direction converges
+    fast unless the two paths are (nearly) collinear, where the kernel's kink runs along a
+    line inside the square (then expect algebraic convergence, e.g. 1-D inputs).
+
+    Returns
+    -------
+    ndarray (n_points, n_features, n_features), not symmetric (``P(b, a) = P(a, b)^T``).
+    """
+    import torch
+
+    x, w = quadrature_rule("gauss-legendre", n_steps)
+    rho, sigma = (a.reshape(-1) for a in np.meshgrid(x, x, indexing="ij"))
+    jacobian = (w[:, None] * w[None, :] * x[:, None]).reshape(-1)  # w_rho w_sigma rho
+    n_points, n_features = X.shape
+    d = X - baseline_a[None, :]
+    e = X - baseline_b[None, :]
+    # Triangle q <= p: (p, q) = (rho, rho sigma); triangle p < q: (p, q) = (rho sigma, rho).
+    p = np.concatenate([rho, rho * sigma])
+    q = np.concatenate([rho * sigma, rho])
+    weights = np.tile(np.concatenate([jacobian, jacobian]), n_points)
+    left = X[:, None, :] - p[None, :, None] * d[:, None, :]
+    right = X[:, None, :] - q[None, :, None] * e[:, None, :]
+    prior = _weighted_mixed_derivatives(
+        torch_kernel,
+        torch.as_tensor(left.reshape(-1, n_features)),
+        torch.as_tensor(right.reshape(-1, n_features)),
+        torch.as_tensor(weights),
+        n_points,
+    ).numpy()
+    prior = prior * d[:, :, None] * e[:, None, :]
+    return np.where((d[:, :, None] != 0) & (e[:, None, :] != 0), prior, 0.0)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GPyTorchKernel", "as_kernel"]
+from gpexplain.kernels.rbf import RBF
+
+__all__ = ["GPyTorchKernel", "as_kernel", "squared_exponential"]
 
 
 class GPyTorchKernel:
@@ -56,8 +58,44 @@ class GPyTorchKernel:
         return self.module
 
 
+def squared_exponential(module):
+    """The ``gx.kernels.RBF`` equal to a GPyTorch ``RBFKernel`` or ``ScaleKernel(RBFKernel)``.
+
+    The conversion is exact: ``RBFKernel`` computes ``exp(-0.5 |(x - x')/l|^2)`` with one
+    lengthscale (isotropic) or one per input (ARD), and ``ScaleKernel`` multiplies it by the
+    ``outputscale``, which is gpexplain's ``variance``. Priors and constraints only shape how
+    the hyperparameters are trained, not the kernel's values, so they do not prevent the
+    conversion (nothing is trained afterwards).
+
+    Returns
+    -------
+    RBF, or None when the module is anything else: another kernel, a subclass, a batch of
+    kernels, or a kernel restricted by ``active_dims`` (explained by quadrature instead).
+    """
+    import gpytorch.kernels as gk
+
+    variance = 1.0
+    if type(module) is gk.ScaleKernel:
+        if module.active_dims is not None or module.outputscale.numel() != 1:
+            return None
+        variance = float(module.outputscale.detach().reshape(-1)[0])
+        module = module.base_kernel
+    if type(module) is not gk.RBFKernel or module.active_dims is not None:
+        return None
+    if len(module.batch_shape) > 0:
+        return None
+    lengthscale = module.lengthscale.detach().double().numpy().reshape(-1)
+    if module.ard_num_dims is None or module.ard_num_dims == 1:
+        return RBF(float(lengthscale[0]), variance)
+    return RBF(lengthscale.copy(), variance)
+
+
 def as_kernel(kernel):
-    """Return ``kernel`` if it already speaks gpexplain's interface, else wrap a GPyTorch kernel.
+    """Return ``kernel`` if it already speaks gpexplain's interface, else convert or wrap it.
+
+    A GPyTorch ``RBFKernel`` / ``ScaleKernel(RBFKernel)`` becomes the equivalent
+    ``gx.kernels.RBF`` (``squared_exponential``), so it gets closed-form explanations; any
+    other GPyTorch kernel is wrapped in ``GPyTorchKernel`` (explained by quadrature).
 
     Raises
     ------
@@ -67,9 +105,11 @@ def as_kernel(kernel):
     if callable(kernel) and hasattr(kernel, "diag") and hasattr(kernel, "torch_kernel"):
         return kernel
     try:
-        return GPyTorchKernel(kernel)
+        wrapped = GPyTorchKernel(kernel)
     except TypeError:
         raise TypeError(
             f"kernel must be a gpexplain kernel (e.g. gx.kernels.RBF) or a "
             f"gpytorch.kernels.Kernel, got {type(kernel).__name__}."
         ) from None
+    converted = squared_exponential(wrapped.module)
+    return wrapped if converted is None else converted
