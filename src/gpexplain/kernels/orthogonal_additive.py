@@ -1,0 +1,404 @@
+"""Orthogonal additive kernel (OAK) and its exact Shapley functionals.
+
+Duvenaud, Nickisch and Rasmussen (2011) sum products of one-dimensional base kernels over all
+feature subsets, weighted by one variance per interaction order; Lu, Boukouvalas and Hensman
+(2022) constrain each base kernel to integrate to zero under a product measure ``p = prod p_i``,
+so that the GP splits into mutually orthogonal functional-ANOVA components::
+
+    k(x, x') = sum_{q=0}^{Q} sigma_q^2 e_q(z_1, ..., z_d),   z_i = kt_i(x_i, x'_i)
+    kt_i(a, b) = k_i(a, b) - h_i(a) h_i(b)          (eq. 4 of paper 004, per-feature measure)
+
+with ``k_i`` the unit-variance squared exponential, ``h_i`` its normalised mean embedding under
+``p_i`` (``gpexplain.kernels.measures``) and ``e_q`` the elementary symmetric polynomial of order
+q (eq. 2 with strict indices, ERRATA 004). Then ``f = sum_S f_S`` with ``f_S ~ GP(0, sigma_|S|^2
+prod_{i in S} kt_i)`` independent, ``E_p[f_S | x_T] = 0`` unless ``S`` is inside ``T``.
+
+Shapley functionals (paper 004, Lemma 1 / eq. 9, ERRATA 004). The Shapley value of feature i in
+the marginal game ``v(S) = E_{x_-S ~ prod p_j} f(x_S, x_-S)`` is ``sum_{S ni i} f_S(x) / |S|``,
+a linear functional of f with cross term
+
+    A_i(x, z) = z_i sum_{r=0}^{Q-1} sigma_{r+1}^2 / (r + 1) e_r(z_{-i}),
+
+computed for all i at once from prefix elementary symmetric polynomials and a weighted suffix
+recursion (``leave_one_out_weighted_sums``) in O(d Q) operations per pair (x, z): never 2^d.
+Elementary symmetric polynomials are always accumulated with the recursion
+``e_k <- e_k + z e_{k-1}`` (sums of products, stable), never by Newton-Girard power sums, which
+cancel catastrophically for many features.
+"""
+
+from __future__ import annotations
+
+import gpytorch
+import numpy as np
+import torch
+
+from gpexplain.kernels.measures import Empirical, Gaussian
+
+__all__ = [
+    "OrthogonalAdditive",
+    "OrthogonalAdditiveKernel",
+    "elementary_symmetric",
+    "leave_one_out_weighted_sums",
+]
+
+MEASURES = (Gaussian, Empirical)
+
+
+def elementary_symmetric(z, max_order: int) -> list:
+    """Elementary symmetric polynomials ``e_0..e_Q`` of the last axis of z.
+
+    ``e_q(z_1, ..., z_d) = sum_{i_1 < ... < i_q} z_{i_1} ... z_{i_q}`` by the recursion
+    ``e_k <- e_k + z_i e_{k-1}`` over features, O(d Q). Works for NumPy arrays and torch tensors
+    (no in-place updates, so autograd can differentiate it).
+
+    Parameters
+    ----------
+    z : ndarray or torch.Tensor of shape (..., d)
+    max_order : int
+        Q, the highest order returned.
+
+    Returns
+    -------
+    list of Q + 1 arrays of shape (...,)
+    """
+    first = z[..., 0]
+    e = [first * 0 + 1] + [first * 0 for _ in range(max_order)]
+    for i in range(z.shape[-1]):
+        zi = z[..., i]
+        for k in range(min(i + 1, max_order), 0, -1):  # downwards: e_{k-1} is still the old one
+            e[k] = e[k] + zi * e[k - 1]
+    return e
+
+
+def leave_one_out_weighted_sums(z: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``out_i = z_i sum_r weights[r] e_r(z_{-i})`` for every i, in O(d R) per batch element.
+
+    ``e_r(z_{-i}) = sum_{a+b=r} e_a(z_1..z_{i-1}) e_b(z_{i+1}..z_d)``. The prefix polynomials are
+    accumulated forwards; the weighted suffix ``G_j[a] = sum_b weights[a+b] e_b(z_j..z_d)`` obeys
+    ``G_j[a] = G_{j+1}[a] + z_j G_{j+1}[a+1]`` with ``G_{d+1}[a] = weights[a]``, so
+    ``out_i = z_i sum_a prefix_i[a] G_{i+1}[a]`` without any convolution.
+
+    Parameters
+    ----------
+    z : ndarray of shape (..., d)
+    weights : ndarray of shape (R,)
+        Weight of each leave-one-out order r = 0..R-1 (higher orders weigh zero).
+
+    Returns
+    -------
+    ndarray of shape (..., d)
+    """
+    batch, d = z.shape[:-1], z.shape[-1]
+    R = weights.shape[0]
+    prefix = np.empty(batch + (d, R))
+    e = np.zeros(batch + (R,))
+    e[..., 0] = 1.0
+    for i in range(d):
+        prefix[..., i, :] = e
+        e[..., 1:] = e[..., 1:] + z[..., i, None] * e[..., :-1]  # right side is a new array
+    G = np.broadcast_to(weights, batch + (R,)).copy()
+    out = np.empty(z.shape)
+    for j in range(d - 1, -1, -1):
+        out[..., j] = z[..., j] * np.sum(prefix[..., j, :] * G, axis=-1)
+        G[..., :-1] = G[..., :-1] + z[..., j, None] * G[..., 1:]
+    return out
+
+
+class OrthogonalAdditive:
+    """Orthogonal additive kernel over squared-exponential base kernels.
+
+    ``k(x, x') = sum_{q=0}^{Q} sigma_q^2 e_q(kt_1(x_1, x'_1), ..., kt_d(x_d, x'_d))`` with the
+    constrained base kernels ``kt_i(a, b) = exp(-(a - b)^2 / (2 l_i^2)) - h_i(a) h_i(b)`` that
+    integrate to zero under the measure (closed form for ``Gaussian``, finite sums for
+    ``Empirical``; see ``gpexplain.kernels.measures``).
+
+    Parameters
+    ----------
+    lengthscale : float or array-like of shape (n_features,)
+        Positive lengthscale of each base kernel, in the units of its feature. ``np.inf``
+        switches a feature off (its constrained kernel is identically 0, so is its Shapley value).
+    order_variances : array-like of shape (Q + 1,)
+        ``[sigma_0^2, sigma_1^2, ..., sigma_Q^2]`` (>= 0), in squared units of the target:
+        variance of the constant, of the main effects, of the pairwise interactions, ...
+    measure : gx.measures.Gaussian or gx.measures.Empirical
+        Product measure the components are orthogonal under; it also defines the Shapley game.
+    max_order : int, optional
+        Q, the highest interaction order. Default: the number of features d, in which case
+        ``order_variances`` needs d + 1 entries.
+
+    Raises
+    ------
+    ValueError
+        Non-positive lengthscale, negative or non-finite order variance, ``max_order`` < 1 or
+        inconsistent with ``order_variances``, or parameters sized for different feature counts.
+    TypeError
+        ``measure`` is not a ``Gaussian`` or ``Empirical`` measure.
+    """
+
+    def __init__(self, lengthscale, order_variances, measure, max_order: int | None = None):
+        lengthscale = np.asarray(lengthscale, dtype=np.float64)
+        if lengthscale.ndim > 1:
+            raise ValueError(
+                f"lengthscale must be a scalar or a 1-D vector, got shape {lengthscale.shape}."
+            )
+        if np.any(np.isnan(lengthscale)) or np.any(lengthscale <= 0):
+            raise ValueError(f"lengthscale must be positive (np.inf allowed), got {lengthscale}.")
+        order_variances = np.asarray(order_variances, dtype=np.float64)
+        if order_variances.ndim != 1 or order_variances.shape[0] < 2:
+            raise ValueError(
+                "order_variances must be a 1-D array [sigma_0^2, ..., sigma_Q^2] with Q >= 1, "
+                f"got shape {order_variances.shape}."
+            )
+        if not np.all(np.isfinite(order_variances)) or np.any(order_variances < 0):
+            raise ValueError(f"order_variances must be finite and >= 0, got {order_variances}.")
+        if not isinstance(measure, MEASURES):
+            raise TypeError(
+                "measure must be gx.measures.Gaussian(mean, std) or gx.measures.Empirical(X), "
+                f"got {type(measure).__name__}."
+            )
+        if max_order is not None:
+            if not isinstance(max_order, int | np.integer) or max_order < 1:
+                raise ValueError(f"max_order must be a positive integer, got {max_order!r}.")
+            if order_variances.shape[0] != max_order + 1:
+                raise ValueError(
+                    f"max_order={max_order} needs {max_order + 1} order_variances "
+                    f"(sigma_0^2..sigma_{max_order}^2), got {order_variances.shape[0]}."
+                )
+        self.lengthscale = lengthscale
+        self.order_variances = order_variances
+        self.measure = measure
+        self.max_order = None if max_order is None else int(max_order)
+        sizes = {lengthscale.shape[0] if lengthscale.ndim else None, measure.n_features} - {None}
+        if len(sizes) > 1:
+            raise ValueError(
+                f"lengthscale and measure are sized for different numbers of features {sizes}."
+            )
+        if sizes:
+            self._resolve(sizes.pop())  # validates the order count now rather than at first use
+
+    def __repr__(self) -> str:
+        return (
+            f"OrthogonalAdditive(lengthscale={self.lengthscale.tolist()!r}, "
+            f"order_variances={self.order_variances.tolist()!r}, measure={self.measure!r}, "
+            f"max_order={self.max_order!r})"
+        )
+
+    @property
+    def order(self) -> int:
+        """Q, the highest interaction order."""
+        return self.order_variances.shape[0] - 1
+
+    def _resolve(self, n_features: int):
+        """Per-feature lengthscales and the measure for ``n_features`` inputs (validated)."""
+        if self.lengthscale.ndim == 0:
+            lengthscale = np.full(n_features, float(self.lengthscale))
+        elif self.lengthscale.shape[0] != n_features:
+            raise ValueError(
+                f"the kernel has {self.lengthscale.shape[0]} lengthscales but the inputs have "
+                f"{n_features} features."
+            )
+        else:
+            lengthscale = self.lengthscale
+        if self.order > n_features:
+            raise ValueError(
+                f"interaction order {self.order} exceeds the {n_features} features; give at "
+                f"most {n_features + 1} order_variances."
+            )
+        if self.max_order is None and self.order != n_features:
+            raise ValueError(
+                f"order_variances has {self.order + 1} entries but {n_features} features need "
+                f"{n_features + 1} (sigma_0^2..sigma_{n_features}^2); or set max_order="
+                f"{self.order} to truncate the interactions."
+            )
+        return lengthscale, self.measure.resolve(n_features)
+
+    # -- kernel values ------------------------------------------------------------------------
+    def components(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """Constrained base-kernel matrices ``kt_i(X1[:, i], X2[:, i])``, shape (n1, n2, d)."""
+        X1, X2 = np.asarray(X1, dtype=np.float64), np.asarray(X2, dtype=np.float64)
+        lengthscale, measure = self._resolve(X1.shape[1])
+        # Direct differences: expanding the square cancels for features far from zero.
+        k = np.exp(-0.5 * (X1[:, None, :] - X2[None, :, :]) ** 2 / lengthscale**2)
+        h1, h2 = measure.se_embedding(X1, lengthscale), measure.se_embedding(X2, lengthscale)
+        return k - h1[:, None, :] * h2[None, :, :]
+
+    def component_diag(self, X: np.ndarray) -> np.ndarray:
+        """``kt_i(x_i, x_i)`` for each row and feature, shape (n, d), >= 0 up to round-off."""
+        X = np.asarray(X, dtype=np.float64)
+        lengthscale, measure = self._resolve(X.shape[1])
+        return 1.0 - measure.se_embedding(X, lengthscale) ** 2
+
+    def _combine(self, z: np.ndarray) -> np.ndarray:
+        e = elementary_symmetric(z, self.order)
+        return sum(variance * e_q for variance, e_q in zip(self.order_variances, e, strict=True))
+
+    def __call__(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """Kernel matrix ``k(X1, X2)`` of shape (n1, n2)."""
+        return self._combine(self.components(X1, X2))
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        """``k(x, x)`` for each row of X, shape (n,)."""
+        return self._combine(self.component_diag(X))
+
+    def torch_kernel(self, n_features: int) -> OrthogonalAdditiveKernel:
+        """An equivalent float64 GPyTorch kernel (differentiable), for autograd explanations.
+
+        Features with an infinite lengthscale (identically zero components) are left out
+        through ``active_dims``.
+        """
+        lengthscale, measure = self._resolve(n_features)
+        active = np.flatnonzero(np.isfinite(lengthscale))
+        module = OrthogonalAdditiveKernel(
+            measure.subset(active),
+            n_features=active.size,
+            max_order=min(self.order, active.size),
+            active_dims=torch.as_tensor(active),
+        ).double()
+        module.lengthscale = torch.as_tensor(lengthscale[active], dtype=torch.float64)
+        module.order_variances = torch.as_tensor(
+            self.order_variances[: module.max_order + 1], dtype=torch.float64
+        )
+        return module
+
+    # -- Shapley functionals ------------------------------------------------------------------
+    def _shapley_weights(self, variances: np.ndarray) -> np.ndarray:
+        """``variances[r + 1] / (r + 1)`` for r = 0..Q-1: each component shared among its |S|."""
+        orders = np.arange(1, self.order + 1)
+        return variances[1:] / orders
+
+    def shapley_cross(self, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """Cross term of the local Shapley values, ``A[p, i, n] = sum_{S ni i} sigma_|S|^2 / |S|
+        prod_{l in S} kt_l(x_pl, z_nl)`` (paper 004 eq. 9 before the product with alpha).
+
+        Returns
+        -------
+        ndarray of shape (n_points, d, n_train); ``sum_i A[p, i, n] = k(x_p, z_n) - sigma_0^2``.
+        """
+        z = self.components(X, Z)  # (p, n, d)
+        cross = leave_one_out_weighted_sums(z, self._shapley_weights(self.order_variances))
+        return np.swapaxes(cross, 1, 2)
+
+    def shapley_prior(self, X: np.ndarray) -> np.ndarray:
+        """Prior covariance of the local Shapley values at each point, shape (n_points, d, d).
+
+        ``P_ij = sum_{S contains i, j} sigma_|S|^2 / |S|^2 prod_{l in S} c_l`` with
+        ``c_l = kt_l(x_l, x_l)`` (ERRATA 004): the components f_S are independent, and feature i
+        receives f_S / |S| of each S containing it. Diagonal: ``c_i sum_r u_{r+1} e_r(c_{-i})``;
+        off-diagonal: ``c_i c_j sum_r u_{r+2} e_r(c_{-i,-j})`` with ``u_q = sigma_q^2 / q^2``,
+        both through ``leave_one_out_weighted_sums`` (O(d^2 Q) per point).
+        """
+        c = self.component_diag(X)  # (p, d)
+        n_points, d = c.shape
+        orders = np.arange(1, self.order + 1)
+        squared_share = self.order_variances[1:] / orders**2  # u_1..u_Q
+        prior = np.zeros((n_points, d, d))
+        features = np.arange(d)
+        prior[:, features, features] = leave_one_out_weighted_sums(c, squared_share)
+        if self.order >= 2:
+            for i in range(d):
+                others = np.delete(features, i)
+                pair = leave_one_out_weighted_sums(c[:, others], squared_share[1:])
+                prior[:, i, others] = c[:, i, None] * pair
+        return prior
+
+    def variance_functionals(self, Z1: np.ndarray, Z2: np.ndarray):
+        """Pairwise pieces of the variance decomposition of ``x -> k(x, Z) alpha`` under p.
+
+        With ``M_l[n, m] = E_{s ~ p_l}[kt_l(s, z_nl) kt_l(s, z_ml)]`` (the measure's
+        ``constrained_se_second_moment``) the posterior-mean components have
+        ``Var f_S = sigma_|S|^4 alpha^T (Hadamard_{l in S} M_l) alpha`` (paper 004 Theorem 1,
+        product measure), hence
+
+        * Shapley effect of i: ``sum_{S ni i} sigma_|S|^4 / |S| prod_{l in S} M_l`` (leave-one-out
+          sums with weights ``sigma_q^4 / q``),
+        * first-order Sobol variance of i: ``sigma_1^4 M_i``,
+        * total variance: ``sum_{q >= 1} sigma_q^4 e_q(M_1, ..., M_d)``.
+
+        Parameters
+        ----------
+        Z1 : ndarray (n1, d)
+        Z2 : ndarray (n2, d)
+
+        Returns
+        -------
+        shapley : ndarray (n1, n2, d)
+        first_order : ndarray (n1, n2, d)
+        total : ndarray (n1, n2)
+        """
+        lengthscale, measure = self._resolve(Z1.shape[1])
+        moments = measure.constrained_se_second_moment(Z1, Z2, lengthscale)
+        squared = self.order_variances**2
+        shapley = leave_one_out_weighted_sums(moments, self._shapley_weights(squared))
+        e = elementary_symmetric(moments, self.order)
+        total = sum(s * e_q for s, e_q in zip(squared[1:], e[1:], strict=True))
+        return shapley, squared[1] * moments, total
+
+
+class OrthogonalAdditiveKernel(gpytorch.kernels.Kernel):
+    """GPyTorch module of the orthogonal additive kernel (trainable lengthscales and variances).
+
+    Computes exactly ``OrthogonalAdditive`` in torch: the same measure embeddings and the same
+    elementary-symmetric recursion, differentiable (twice) in inputs and hyperparameters.
+    Distances are taken as explicit differences rather than ``torch.cdist`` so that double
+    backward (the quadrature prior term of integrated gradients) works.
+
+    Parameters
+    ----------
+    measure : Gaussian or Empirical
+        Resolved to ``n_features`` features (the active ones).
+    n_features : int
+    max_order : int
+        Q; the module holds Q + 1 order variances.
+    lengthscale_constraint, order_variance_constraint : gpytorch.constraints.Interval, optional
+        Defaults: ``Positive()``.
+    **kwargs
+        Passed to ``gpytorch.kernels.Kernel`` (e.g. ``active_dims``).
+    """
+
+    has_lengthscale = True
+
+    def __init__(
+        self,
+        measure,
+        n_features: int,
+        max_order: int,
+        lengthscale_constraint=None,
+        order_variance_constraint=None,
+        **kwargs,
+    ):
+        super().__init__(
+            ard_num_dims=n_features, lengthscale_constraint=lengthscale_constraint, **kwargs
+        )
+        self.measure = measure.resolve(n_features)
+        self.max_order = int(max_order)
+        self.register_parameter(
+            "raw_order_variances", torch.nn.Parameter(torch.zeros(self.max_order + 1))
+        )
+        self.register_constraint(
+            "raw_order_variances", order_variance_constraint or gpytorch.constraints.Positive()
+        )
+
+    @property
+    def order_variances(self) -> torch.Tensor:
+        return self.raw_order_variances_constraint.transform(self.raw_order_variances)
+
+    @order_variances.setter
+    def order_variances(self, value):
+        value = torch.as_tensor(value, dtype=self.raw_order_variances.dtype)
+        self.initialize(
+            raw_order_variances=self.raw_order_variances_constraint.inverse_transform(value)
+        )
+
+    def forward(self, x1, x2, diag: bool = False, **params):
+        lengthscale = self.lengthscale.reshape(-1)
+        h1 = self.measure.se_embedding(x1, lengthscale)
+        h2 = self.measure.se_embedding(x2, lengthscale)
+        if diag:
+            difference, correction = x1 - x2, h1 * h2
+        else:
+            difference = x1[..., :, None, :] - x2[..., None, :, :]
+            correction = h1[..., :, None, :] * h2[..., None, :, :]
+        z = torch.exp(-0.5 * difference**2 / lengthscale**2) - correction
+        e = elementary_symmetric(z, self.max_order)
+        variances = self.order_variances
+        return sum(variances[q] * e[q] for q in range(self.max_order + 1))
