@@ -108,6 +108,44 @@ class RBF:
         kernel.outputscale = torch.tensor(self.variance, dtype=torch.float64)
         return kernel
 
+    # -- gradient (derivative-process) functionals -----------------------------------------
+    def gradient_cross(self, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """Cross term ``C[p, i, n] = d/dx_i k(x_p, z_n) = -k(x_p, z_n) (x_pi - z_ni) / l_i^2``.
+
+        The derivative is in the query argument x (Seitz 2022, eq. 17 as corrected in ERRATA:
+        the derivative in the training-point argument has the opposite sign). Features with an
+        infinite lengthscale get exactly zero.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_points, n_features)
+        Z : ndarray of shape (n_basis, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_points, n_features, n_basis), in units of the variance per unit of x_i.
+        """
+        inverse_sq = self._lengthscales(X.shape[1]) ** -2.0  # 0 for an infinite lengthscale
+        difference = X[:, :, None] - Z.T[None, :, :]  # (p, d, n)
+        return -self(X, Z)[:, None, :] * difference * inverse_sq[None, :, None]
+
+    def gradient_prior(self, X: np.ndarray) -> np.ndarray:
+        """Prior covariance of the gradient, ``d_i d'_j k(x, x') = s2 delta_ij / l_i^2`` at x = x'.
+
+        The same at every point (the kernel is stationary); zero for an infinite lengthscale.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_points, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_points, n_features, n_features), diagonal.
+        """
+        inverse_sq = self._lengthscales(X.shape[1]) ** -2.0
+        prior = np.diag(self.variance * inverse_sq)
+        return np.broadcast_to(prior, (X.shape[0],) + prior.shape).copy()
+
     # -- integrated-gradient functionals --------------------------------------------------
     def _path_geometry(self, X: np.ndarray, baseline: np.ndarray):
         """Scaled displacement ``u = (x - baseline)/l``, its norm and direction (0 where u = 0)."""

@@ -1,0 +1,296 @@
+"""Input derivatives of kernels: the functionals behind gradient explanations (derivative process).
+
+For f ~ GP(m0, k), the input gradient of f is again Gaussian (Seitz 2022, Sec. 4, eqs. 15-17,
+with the ERRATA correction that the cross-covariance is the derivative in the *query* argument
+and the prior term is the derivative kernel, not k). The explanations need two kernel pieces:
+
+    cross[p, i, n] = d/dx_i k(x, z_n)              at x = x_p            (p, d, n_basis)
+    prior[p, i, j] = d^2/(dx_i dx'_j) k(x, x')     at x = x' = x_p       (p, d, d)
+
+``gradient_cross`` uses the kernel's closed form when it has one (``gpexplain.kernels.RBF``)
+and otherwise one autograd backward pass over explicit (query, basis) pairs of the wrapped
+GPyTorch kernel. ``gradient_prior`` cannot use autograd: GPyTorch clamps squared distances at
+zero and Matern kernels take a square root, so a second derivative at zero distance comes out
+as 0 or NaN. It is computed analytically instead, by recursion over the kernel's structure:
+
+* stationary radial kernels ``k = s2 rho(r)``, ``r^2 = sum_i ((x_i - x'_i) / l_i)^2``:
+  ``d_i d'_j k |_{x=x'} = delta_ij s2 (-rho''(0)) / l_i^2`` with ``-rho''(0)`` = 1 (RBF),
+  5/3 (Matern 5/2), 3 (Matern 3/2) and 1 (rational quadratic, any alpha);
+* GPyTorch's periodic kernel ``exp(-2 sum_i sin^2(pi (x_i - x'_i) / p_i) / l_i)``:
+  ``delta_ij 4 pi^2 / (p_i^2 l_i)`` (its lengthscale is not squared);
+* linear ``v x.x'``: ``v delta_ij``; constant: 0;
+* ``ScaleKernel`` multiplies by the output scale, ``AdditiveKernel`` sums, and
+  ``ProductKernel`` uses the product rule
+  ``d_i d'_j (k1 k2) = k1 d_i d'_j k2 + k2 d_i d'_j k1 + d_i k1 d'_j k2 + d_i k2 d'_j k1``,
+  which is why every node also reports its value and first derivatives at x = x' (zero for the
+  stationary kernels, nonzero for the linear one);
+* ``active_dims`` are honoured: a sub-kernel's derivatives are scattered back to the features it
+  reads.
+
+Matern 1/2 (the exponential kernel) is not mean-square differentiable: its derivative process
+does not exist, and asking for it raises a ``ValueError``, as does any kernel type outside
+``SUPPORTED_KERNELS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "SUPPORTED_KERNELS",
+    "check_differentiable",
+    "gradient_cross",
+    "gradient_prior",
+]
+
+SUPPORTED_KERNELS = (
+    "gpexplain RBF",
+    "gpytorch RBFKernel",
+    "MaternKernel (nu=1.5 or 2.5)",
+    "RQKernel",
+    "PeriodicKernel",
+    "LinearKernel",
+    "ConstantKernel",
+    "ScaleKernel",
+    "AdditiveKernel",
+    "ProductKernel (and sums/products of these, with active_dims)",
+)
+
+# -rho''(0) of the radial profile rho(r), r the lengthscale-scaled distance, in GPyTorch's
+# parameterisation (Matern: rho depends on sqrt(2 nu) r).
+_MATERN_CURVATURE = {1.5: 3.0, 2.5: 5.0 / 3.0}
+
+
+def gradient_cross(kernel, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """Cross-covariance of the gradient at X with f at Z: ``d/dx_i k(x_p, z_n)``.
+
+    Parameters
+    ----------
+    kernel : gpexplain kernel
+        ``gpexplain.kernels.RBF`` (closed form) or a ``GPyTorchKernel`` of a supported type.
+    X : ndarray (n_points, n_features)
+        Query points; the derivative is taken in this argument (ERRATA: differentiating in the
+        training-point argument flips the sign).
+    Z : ndarray (n_basis, n_features)
+        Training inputs or inducing points.
+
+    Returns
+    -------
+    ndarray (n_points, n_features, n_basis)
+        In units of the kernel variance per unit of x_i.
+
+    Raises
+    ------
+    ValueError
+        A kernel without a derivative process (Matern 1/2) or of an unsupported type.
+    """
+    if hasattr(kernel, "gradient_cross"):
+        return kernel.gradient_cross(X, Z)
+    import torch
+
+    n_features = X.shape[1]
+    module = kernel.torch_kernel(n_features)
+    check_differentiable(module, n_features)
+    n_points, n_basis = X.shape[0], Z.shape[0]
+    # Explicit pairs with diag=True: each pair's derivative is one backward pass away, and the
+    # kernel sees x - z directly (GPyTorch's pairwise path expands |x|^2 + |z|^2 - 2 x.z, which
+    # cancels when the inputs sit far from zero relative to the lengthscale).
+    left = torch.as_tensor(X, dtype=torch.float64)[:, None, :].expand(-1, n_basis, -1)
+    left = left.reshape(-1, n_features).clone().requires_grad_(True)
+    right = torch.as_tensor(Z, dtype=torch.float64)[None].expand(n_points, -1, -1)
+    right = right.reshape(-1, n_features)
+    values = module(left, right, diag=True)
+    # A pair set whose members all coincide leaves ``left`` out of GPyTorch's graph (it returns
+    # zero distances without differentiating); the derivative there is zero.
+    (gradient,) = torch.autograd.grad(values.sum(), left, allow_unused=True, materialize_grads=True)
+    return np.ascontiguousarray(
+        gradient.reshape(n_points, n_basis, n_features).permute(0, 2, 1).numpy()
+    )
+
+
+def gradient_prior(kernel, X: np.ndarray) -> np.ndarray:
+    """Prior covariance of the gradient at each point: ``d_i d'_j k(x, x')`` at ``x = x' = x_p``.
+
+    Parameters
+    ----------
+    kernel : gpexplain kernel
+        ``gpexplain.kernels.RBF`` (closed form) or a ``GPyTorchKernel`` of a supported type.
+    X : ndarray (n_points, n_features)
+
+    Returns
+    -------
+    ndarray (n_points, n_features, n_features)
+        Symmetric positive semi-definite, in units of the kernel variance per unit of
+        x_i x_j. Features the kernel ignores have zero rows and columns.
+
+    Raises
+    ------
+    ValueError
+        A kernel without a derivative process (Matern 1/2) or of an unsupported type; the
+        message names the kernel and lists ``SUPPORTED_KERNELS``.
+    """
+    if hasattr(kernel, "gradient_prior"):
+        return kernel.gradient_prior(X)
+    module = kernel.torch_kernel(X.shape[1])
+    mixed = _derivatives(module, X).mixed
+    return 0.5 * (mixed + np.swapaxes(mixed, 1, 2))
+
+
+def check_differentiable(module, n_features: int) -> None:
+    """Raise ``ValueError`` unless the GPyTorch kernel has a derivative process we support.
+
+    The check is the derivative recursion itself, run at one point, so that what is accepted
+    here is exactly what ``gradient_prior`` can compute.
+    """
+    _derivatives(module, np.zeros((1, n_features)))
+
+
+@dataclass
+class _SamePoint:
+    """A kernel and its input derivatives at x = x', for a batch of points.
+
+    value (p,) = k(x, x); left (p, d) = d/dx_i k(x, x'); right (p, d) = d/dx'_j k(x, x');
+    mixed (p, d, d) = d^2/(dx_i dx'_j) k(x, x').
+    """
+
+    value: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    mixed: np.ndarray
+
+    @classmethod
+    def stationary(cls, X: np.ndarray, curvature: np.ndarray) -> _SamePoint:
+        """A unit-variance stationary kernel: value 1, no first derivatives, diagonal mixed."""
+        n_points, n_features = X.shape
+        mixed = np.zeros((n_points, n_features, n_features))
+        mixed[:, np.arange(n_features), np.arange(n_features)] = curvature
+        zeros = np.zeros((n_points, n_features))
+        return cls(np.ones(n_points), zeros, zeros.copy(), mixed)
+
+    def scaled(self, factor: float) -> _SamePoint:
+        return _SamePoint(
+            factor * self.value, factor * self.left, factor * self.right, factor * self.mixed
+        )
+
+
+def _unsupported(module, reason: str) -> ValueError:
+    return ValueError(
+        f"no gradient explanation for {type(module).__name__}: {reason}. Supported kernels: "
+        f"{', '.join(SUPPORTED_KERNELS)}."
+    )
+
+
+def _derivatives(module, X: np.ndarray) -> _SamePoint:
+    """Derivatives at x = x' of ``module(x, x')`` through ``__call__`` (applies active_dims)."""
+    if len(getattr(module, "batch_shape", ())) > 0:
+        raise _unsupported(module, f"batched kernels (batch_shape {tuple(module.batch_shape)})")
+    if module.active_dims is None:
+        return _forward_derivatives(module, X)
+    dims = module.active_dims.detach().cpu().numpy().astype(int)
+    if dims.size and (dims.min() < 0 or dims.max() >= X.shape[1]):
+        raise ValueError(
+            f"{type(module).__name__} has active_dims {dims.tolist()} but the inputs have "
+            f"{X.shape[1]} features."
+        )
+    inner = _forward_derivatives(module, X[:, dims])
+    n_points, n_features = X.shape
+    # Chain rule for x_sub = x[dims]: d/dx_a sums over the positions that read feature a.
+    left = np.zeros((n_points, n_features))
+    right = np.zeros((n_points, n_features))
+    np.add.at(left.T, dims, inner.left.T)
+    np.add.at(right.T, dims, inner.right.T)
+    mixed = np.zeros((n_points, n_features, n_features))
+    rows, cols = np.meshgrid(dims, dims, indexing="ij")
+    np.add.at(np.moveaxis(mixed, 0, -1), (rows, cols), np.moveaxis(inner.mixed, 0, -1))
+    return _SamePoint(inner.value, left, right, mixed)
+
+
+def _forward_derivatives(module, X: np.ndarray) -> _SamePoint:
+    """What ``module.forward(x, x')`` (no ``active_dims`` slicing) reports at x = x'."""
+    import gpytorch.kernels as gk
+
+    kind = type(module)  # exact types: subclasses (e.g. RBFKernelGrad) change the outputs
+    if kind is gk.ScaleKernel:
+        # ScaleKernel.forward calls base_kernel.forward, bypassing the base's active_dims (the
+        # ScaleKernel copied them to itself at construction).
+        return _forward_derivatives(module.base_kernel, X).scaled(_scalar(module.outputscale))
+    if kind is gk.AdditiveKernel:
+        parts = [_derivatives(child, X) for child in module.kernels]
+        return _SamePoint(*(sum(getattr(p, f) for p in parts) for f in _FIELDS))
+    if kind is gk.ProductKernel:
+        result = _derivatives(module.kernels[0], X)
+        for child in module.kernels[1:]:
+            other = _derivatives(child, X)
+            v1, v2 = result.value[:, None], other.value[:, None]
+            mixed = (
+                v1[:, :, None] * other.mixed
+                + v2[:, :, None] * result.mixed
+                + result.left[:, :, None] * other.right[:, None, :]
+                + other.left[:, :, None] * result.right[:, None, :]
+            )
+            result = _SamePoint(
+                result.value * other.value,
+                v1 * other.left + v2 * result.left,
+                v1 * other.right + v2 * result.right,
+                mixed,
+            )
+        return result
+    if kind is gk.RBFKernel or kind is gk.RQKernel:
+        return _SamePoint.stationary(X, 1.0 / _lengthscales(module, X) ** 2)
+    if kind is gk.MaternKernel:
+        nu = float(module.nu)
+        if nu not in _MATERN_CURVATURE:
+            raise _unsupported(
+                module,
+                f"nu={nu:g} is not mean-square differentiable, so its derivative process does "
+                "not exist; use nu=1.5, nu=2.5 or an RBF kernel",
+            )
+        curvature = _MATERN_CURVATURE[nu] / _lengthscales(module, X) ** 2
+        return _SamePoint.stationary(X, curvature)
+    if kind is gk.PeriodicKernel:
+        lengthscale = _lengthscales(module, X)
+        period = _broadcast(module, "period_length", module.period_length, X.shape[1])
+        return _SamePoint.stationary(X, 4.0 * np.pi**2 / (period**2 * lengthscale))
+    if kind is gk.LinearKernel:
+        variance = _scalar(module.variance)
+        n_points, n_features = X.shape
+        mixed = np.broadcast_to(variance * np.eye(n_features), (n_points, n_features, n_features))
+        return _SamePoint(
+            variance * np.sum(X * X, axis=1), variance * X, variance * X, mixed.copy()
+        )
+    if kind is gk.ConstantKernel:
+        n_points, n_features = X.shape
+        zeros = np.zeros((n_points, n_features))
+        return _SamePoint(
+            np.full(n_points, _scalar(module.constant)),
+            zeros,
+            zeros.copy(),
+            np.zeros((n_points, n_features, n_features)),
+        )
+    raise _unsupported(module, "its derivative kernel at coinciding points is not implemented")
+
+
+_FIELDS = ("value", "left", "right", "mixed")
+
+
+def _scalar(parameter) -> float:
+    return float(parameter.detach().reshape(-1)[0])
+
+
+def _lengthscales(module, X: np.ndarray) -> np.ndarray:
+    return _broadcast(module, "lengthscale", module.lengthscale, X.shape[1])
+
+
+def _broadcast(module, name: str, parameter, n_features: int) -> np.ndarray:
+    """One positive value per feature the kernel reads (isotropic values are repeated)."""
+    values = parameter.detach().cpu().numpy().astype(np.float64).reshape(-1)
+    if values.size == 1:
+        return np.full(n_features, values[0])
+    if values.size != n_features:
+        raise ValueError(
+            f"{type(module).__name__} has {values.size} {name} values but reads {n_features} "
+            "features; set ard_num_dims (or active_dims) to match the inputs."
+        )
+    return values
