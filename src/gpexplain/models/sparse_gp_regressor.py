@@ -1,0 +1,455 @@
+"""``SparseGPRegressor``: sparse variational GP (SVGP) regression with GPyTorch, explained exactly.
+
+The estimator standardises X and y, places inducing points by k-means (or a random subset of
+the rows), and maximises the evidence lower bound (Hensman et al. 2013; Seitz 2022, eq. 6)
+with Adam on minibatches over the kernel hyperparameters, the noise, the constant mean, the
+inducing locations and the whitened Gaussian variational distribution ``q(v) = N(m_v, S_v)``
+(GPyTorch ``VariationalStrategy`` with a ``CholeskyVariationalDistribution``). The result is a
+``VariationalPosterior`` in the *original* units of X and y, exactly: with column scales
+``s_x``, target scale ``s_y`` and ``u = m0 + Lz v``,
+
+* the ARD-SE kernel on standardised inputs is an ARD-SE kernel on the original inputs with
+  lengthscales ``l * s_x`` and variance ``s_y^2 * outputscale``;
+* the inducing points are un-standardised, ``Z = Z_s * s_x + mean_x``;
+* Kzz and its jitter scale by ``s_y^2``, so ``Lz = s_y Lz_s`` and the whitened ``m_v, S_v``
+  stay as they are: ``a = Lz^{-T} m_v = a_s / s_y`` and ``Q = Q_s / s_y^2`` follow exactly.
+
+Hence ``integrated_gradients(model, X)`` gives the closed-form IG mean and full covariance.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import gpytorch
+import numpy as np
+import torch
+from linear_operator.utils.warnings import NumericalWarning
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from scipy.linalg import cho_solve, solve_triangular
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.cluster import KMeans
+
+from gpexplain._validation import as_feature_matrix, as_target
+from gpexplain.kernels import RBF
+from gpexplain.models.gp_regressor import (
+    _LENGTHSCALE_LOWER_BOUND,
+    _NOISE_LOWER_BOUND,
+    KERNELS,
+    FitError,
+    GPRegressor,
+)
+from gpexplain.posterior.exact import cholesky_with_jitter
+from gpexplain.posterior.variational import VariationalPosterior
+
+__all__ = ["SparseGPRegressor"]
+
+OPTIMIZERS = ("adam", None)
+INDUCING_INITS = ("kmeans", "random")
+_DEFAULT_NOISE = 0.1  # standardised units, as GPRegressor's first start
+
+
+class SparseGPRegressor(RegressorMixin, BaseEstimator):
+    """Sparse variational Gaussian-process regression (SVGP) with a squared-exponential kernel.
+
+    Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)``, ``k(x, x') = variance * exp(-0.5 * sum_i
+    (x_i - x'_i)^2 / lengthscale_i^2)``, ``eps ~ N(0, noise)``, approximated through
+    ``n_inducing`` inducing variables ``u = f(Z)`` with ``q(u)`` Gaussian (Titsias 2009;
+    Hensman et al. 2013). GPyTorch in float64 with Cholesky forced at every size.
+
+    Parameters
+    ----------
+    n_inducing : int, default 128
+        Number of inducing points M (at most the number of training rows). Cost per step
+        is O(batch_size M^2 + M^3).
+    kernel : {"ard", "isotropic"} or gx.kernels.RBF, default "ard"
+        As in ``GPRegressor``. An ``RBF`` instance (original units) is the initial value, or
+        the final kernel when ``optimizer=None``.
+    batch_size : int, default 256
+        Rows per minibatch; a value above the number of rows means full-batch steps.
+    n_epochs : int, default 50
+        Passes over the (shuffled) training rows.
+    learning_rate : float, default 0.01
+        Adam step size (Seitz 2022 App. B uses 0.01).
+    noise : float, optional
+        Noise variance in squared units of y: initial value (final with ``optimizer=None``).
+        Default: 0.1 times the variance of y.
+    inducing_init : {"kmeans", "random"}, default "kmeans"
+        Initial inducing locations: k-means centres of the standardised rows (scikit-learn
+        ``KMeans``, one seeded initialisation) or a seeded random subset of distinct rows.
+    optimizer : {"adam", None}, default "adam"
+        ``"adam"`` maximises the ELBO over everything. None keeps the given kernel, noise and
+        the initial inducing points and sets q(u) to its closed-form optimum for them
+        (Titsias 2009), the maximiser of the ELBO over q.
+    random_state : int, default 0
+        Seed of the inducing-point initialisation, the variational initialisation and the
+        minibatch order (the global torch and NumPy random states are left untouched).
+    progress : bool, default True
+        Show a progress bar (``rich.progress``) with the ELBO while training.
+
+    Attributes
+    ----------
+    posterior_ : VariationalPosterior
+        Whitened SVGP posterior in original units; what explanations consume.
+    kernel_ : RBF
+        Fitted kernel in original units; lengthscale ``np.inf`` for constant columns.
+    noise_ : float
+        Fitted noise variance (squared units of y).
+    mean_ : float
+        Fitted constant prior mean (units of y).
+    inducing_points_ : ndarray (n_inducing, n_features)
+        Fitted inducing locations in original units.
+    elbo_history_ : ndarray (n_epochs,)
+        Mean minibatch ELBO per data point (standardised targets) in each epoch; for
+        ``optimizer=None`` one value, the full-data ELBO per data point.
+    gpytorch_model_, gpytorch_likelihood_ : gpytorch modules
+        The trained model and likelihood, in standardised units (eval mode, float64).
+    constant_features_ : list of str
+    feature_names_in_ : list of str
+    n_features_in_ : int
+
+    Raises
+    ------
+    ValueError, TypeError
+        From ``fit``: bad inputs (named), fewer than 2 rows, all columns constant,
+        ``n_inducing`` above the number of rows, bad ``batch_size``/``n_epochs``/
+        ``learning_rate``/``noise``, unknown kernel, optimizer or initialisation.
+    FitError
+        From ``fit``: training diverged to non-finite values.
+    """
+
+    def __init__(
+        self,
+        n_inducing: int = 128,
+        kernel="ard",
+        batch_size: int = 256,
+        n_epochs: int = 50,
+        learning_rate: float = 0.01,
+        noise: float | None = None,
+        inducing_init: str = "kmeans",
+        optimizer: str | None = "adam",
+        random_state: int = 0,
+        progress: bool = True,
+    ):
+        self.n_inducing = n_inducing
+        self.kernel = kernel
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.learning_rate = learning_rate
+        self.noise = noise
+        self.inducing_init = inducing_init
+        self.optimizer = optimizer
+        self.random_state = random_state
+        self.progress = progress
+
+    # -- fitting ------------------------------------------------------------------------
+    def _check_params(self, n_rows: int) -> bool:
+        """Validate constructor arguments against the data; return whether the kernel is ARD."""
+        if isinstance(self.kernel, RBF):
+            ard = self.kernel.ard or self.optimizer is None
+        elif self.kernel in KERNELS:
+            ard = self.kernel == "ard"
+        else:
+            raise ValueError(
+                f"unknown kernel {self.kernel!r}; use one of {KERNELS} or a gx.kernels.RBF."
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'adam' or None.")
+        if self.optimizer is None and not (isinstance(self.kernel, RBF) and self.noise is not None):
+            raise ValueError(
+                "optimizer=None needs kernel=gx.kernels.RBF(...) and noise=... with their values."
+            )
+        if self.inducing_init not in INDUCING_INITS:
+            raise ValueError(
+                f"unknown inducing_init {self.inducing_init!r}; use one of {INDUCING_INITS}."
+            )
+        for name in ("n_inducing", "batch_size", "n_epochs"):
+            value = getattr(self, name)
+            if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        if self.n_inducing > n_rows:
+            raise ValueError(
+                f"n_inducing={self.n_inducing} exceeds the {n_rows} training rows; use at most "
+                f"{n_rows} (or GPRegressor, which is exact, for so few rows)."
+            )
+        rate = self.learning_rate
+        if not isinstance(rate, int | float) or not (math.isfinite(rate) and rate > 0):
+            raise ValueError(f"learning_rate must be a positive number, got {rate!r}.")
+        if self.noise is not None and not (np.isfinite(self.noise) and self.noise > 0):
+            raise ValueError(f"noise must be a positive variance, got {self.noise!r}.")
+        return ard
+
+    def fit(self, X, y, callback=None):
+        """Train the SVGP and build its posterior.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NumPy, pandas (column names become feature names) or torch. At least 2 rows.
+        y : array-like of shape (n_samples,)
+        callback : callable(step, total), optional
+            Called after every optimisation step (for progress bars of a caller).
+
+        Returns
+        -------
+        self
+        """
+        X, names = as_feature_matrix(X, "X", min_rows=2)
+        y = as_target(y, X.shape[0])
+        ard = self._check_params(X.shape[0])
+        scaling = _Standardisation(X, y, names)
+        Xs, ys = scaling.features(X), scaling.target(y)
+        rng = np.random.default_rng(self.random_state)
+        Z = self._initial_inducing_points(Xs, rng)
+
+        X_t = torch.as_tensor(Xs, dtype=torch.float64)
+        y_t = torch.as_tensor(ys, dtype=torch.float64)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.random_state)
+            model, likelihood = self._build(Z, ard, scaling)
+            with (
+                gpytorch.settings.max_cholesky_size(10**9),
+                warnings.catch_warnings(),
+            ):
+                # Jitter added far from the optimum is expected, not news.
+                warnings.simplefilter("ignore", category=NumericalWarning)
+                if self.optimizer is None:
+                    history = [_set_optimal_variational(model, likelihood, X_t, y_t)]
+                else:
+                    history = self._train(model, likelihood, X_t, y_t, callback)
+        model.eval()
+        likelihood.eval()
+
+        strategy = model.variational_strategy
+        q = strategy.variational_distribution
+        values = {
+            "lengthscale": model.covar_module.base_kernel.lengthscale.detach().numpy().ravel(),
+            "outputscale": float(model.covar_module.outputscale.detach()),
+            "noise": float(likelihood.noise.detach().reshape(-1)[0]),
+            "constant mean": float(model.mean_module.constant.detach()),
+            "inducing points": strategy.inducing_points.detach().numpy(),
+            "variational mean": q.mean.detach().numpy(),
+            "variational covariance": q.covariance_matrix.detach().numpy(),
+        }
+        bad = [name for name, value in values.items() if not np.all(np.isfinite(value))]
+        if values["outputscale"] <= 0:  # softplus underflow after a runaway step
+            bad.append("outputscale (zero)")
+        if bad or not np.all(np.isfinite(history)):
+            raise FitError(
+                "SVGP training diverged to degenerate "
+                + (", ".join(bad) if bad else "ELBO values")
+                + "; lower learning_rate, or rescale the data."
+            )
+
+        y_scale = scaling.y_scale
+        self.kernel_ = scaling.kernel(values["lengthscale"], values["outputscale"])
+        self.noise_ = values["noise"] * y_scale**2
+        self.mean_ = scaling.y_mean + y_scale * values["constant mean"]
+        self.inducing_points_ = scaling.unstandardise(values["inducing points"])
+        self.elbo_history_ = np.asarray(history, dtype=np.float64)
+        self.constant_features_ = [names[i] for i in np.flatnonzero(scaling.constant)]
+        self.feature_names_in_ = list(names)
+        self.n_features_in_ = X.shape[1]
+        self.gpytorch_model_, self.gpytorch_likelihood_ = model, likelihood
+        self.posterior_ = VariationalPosterior(
+            self.inducing_points_,
+            values["variational mean"],
+            values["variational covariance"],
+            self.kernel_,
+            self.mean_,
+            whitened=True,
+            jitter=strategy.jitter_val * y_scale**2,
+            data_inputs=X,
+            feature_names=names,
+        )
+        return self
+
+    def _initial_inducing_points(self, Xs: np.ndarray, rng) -> np.ndarray:
+        """Initial Z in standardised units, (n_inducing, n_active)."""
+        distinct = np.unique(Xs, axis=0)
+        if self.inducing_init == "kmeans":
+            n_clusters = min(self.n_inducing, distinct.shape[0])
+            seed = int(rng.integers(2**31 - 1))
+            centres = KMeans(n_clusters, n_init=1, random_state=seed).fit(Xs).cluster_centers_
+        else:
+            size = min(self.n_inducing, distinct.shape[0])
+            centres = distinct[rng.choice(distinct.shape[0], size=size, replace=False)]
+        if centres.shape[0] < self.n_inducing:
+            # Fewer distinct rows than inducing points: the rest are distinct rows nudged
+            # apart so that Kzz stays positive definite.
+            extra = distinct[rng.choice(distinct.shape[0], self.n_inducing - centres.shape[0])]
+            centres = np.vstack([centres, extra + 1e-3 * rng.normal(size=extra.shape)])
+        return centres
+
+    def _build(self, Z: np.ndarray, ard: bool, scaling: _Standardisation):
+        """The GPyTorch SVGP and likelihood, float64, at their initial values."""
+        likelihood = gpytorch.likelihoods.GaussianLikelihood(
+            noise_constraint=gpytorch.constraints.GreaterThan(_NOISE_LOWER_BOUND)
+        ).double()
+        model = _SVGPModel(torch.as_tensor(Z, dtype=torch.float64), Z.shape[1] if ard else 1)
+        model = model.double()
+        lengthscale, outputscale = np.ones(Z.shape[1] if ard else 1), 1.0
+        if isinstance(self.kernel, RBF):
+            given = self.kernel._lengthscales(scaling.n_features)[scaling.active] / scaling.x_scale
+            lengthscale = given if ard else np.array([float(np.exp(np.mean(np.log(given))))])
+            outputscale = self.kernel.variance / scaling.y_scale**2
+        noise = _DEFAULT_NOISE if self.noise is None else self.noise / scaling.y_scale**2
+        model.covar_module.base_kernel.lengthscale = torch.as_tensor(lengthscale)
+        model.covar_module.outputscale = torch.tensor(float(outputscale))
+        likelihood.noise = torch.tensor(max(float(noise), 2 * _NOISE_LOWER_BOUND))
+        return model, likelihood
+
+    def _train(self, model, likelihood, X_t, y_t, callback) -> list[float]:
+        """Adam on the minibatch ELBO; returns the mean ELBO per epoch."""
+        model.train()
+        likelihood.train()
+        objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=X_t.shape[0])
+        optimizer = torch.optim.Adam(
+            [*model.parameters(), *likelihood.parameters()], lr=self.learning_rate
+        )
+        generator = torch.Generator().manual_seed(self.random_state)
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(X_t, y_t),
+            batch_size=int(self.batch_size),
+            shuffle=True,
+            generator=generator,
+        )
+        total = int(self.n_epochs) * len(loader)
+        history = []
+        with Progress(
+            TextColumn("SVGP training"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("ELBO {task.fields[elbo]}"),
+            TimeElapsedColumn(),
+            disable=not self.progress,
+            transient=True,
+        ) as display:
+            task = display.add_task("fit", total=total, elbo="-")
+            step = 0
+            for _ in range(int(self.n_epochs)):
+                epoch_elbo = []
+                for X_batch, y_batch in loader:
+                    optimizer.zero_grad()
+                    elbo = objective(model(X_batch), y_batch)
+                    if not torch.isfinite(elbo):
+                        raise FitError(
+                            f"SVGP training diverged (non-finite ELBO at step {step + 1}); "
+                            "lower learning_rate, or rescale the data."
+                        )
+                    (-elbo).backward()
+                    optimizer.step()
+                    epoch_elbo.append(float(elbo.detach()))
+                    step += 1
+                    display.update(task, completed=step)
+                    if callback is not None:
+                        callback(step, total)
+                history.append(float(np.mean(epoch_elbo)))
+                display.update(task, elbo=f"{history[-1]:.4f}")
+        return history
+
+    predict = GPRegressor.predict  # same contract: latent mean, optional (noisy) std
+
+
+def _set_optimal_variational(model, likelihood, X_t, y_t) -> float:
+    """Set the whitened q(v) to the ELBO's closed-form optimum (Titsias 2009); return the ELBO.
+
+    With ``A = Lz^{-1} Kzx`` and noise variance s2: ``S_v = (I + A A^T / s2)^{-1}`` and
+    ``m_v = S_v A (y - m0) / s2``, computed through the Cholesky factor of ``I + A A^T / s2``.
+    """
+    strategy = model.variational_strategy
+    with torch.no_grad():
+        Z = strategy.inducing_points
+        Kzz = model.covar_module(Z).to_dense().numpy()
+        Kzx = model.covar_module(Z, X_t).to_dense().numpy()
+        noise = float(likelihood.noise)
+        residual = y_t.numpy() - float(model.mean_module.constant)
+        Kzz[np.diag_indices_from(Kzz)] += strategy.jitter_val
+        Lz, _ = cholesky_with_jitter(Kzz)
+        A = solve_triangular(Lz, Kzx, lower=True)
+        inner = A @ A.T / noise
+        inner[np.diag_indices_from(inner)] += 1.0
+        L_inner = np.linalg.cholesky(inner)
+        m_v = cho_solve((L_inner, True), A @ residual) / noise
+        # S_v = L_inner^{-T} L_inner^{-1}: its Cholesky factor is the lower factor of that.
+        inverse_root = solve_triangular(L_inner, np.eye(len(m_v)), lower=True, trans="T")
+        S_v = inverse_root @ inverse_root.T
+        distribution = strategy._variational_distribution
+        distribution.variational_mean.copy_(torch.as_tensor(m_v))
+        distribution.chol_variational_covar.copy_(torch.as_tensor(np.linalg.cholesky(S_v)))
+        strategy.variational_params_initialized.fill_(1)
+        model.train()
+        likelihood.train()
+        objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=X_t.shape[0])
+        return float(objective(model(X_t), y_t))
+
+
+class _Standardisation:
+    """Column standardisation of X (constant columns left out) and of y, and its inverse.
+
+    The same scaling as ``GPRegressor.fit`` (population standard deviations; constant columns
+    get an infinite lengthscale, so their attributions are exactly zero).
+    """
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, names: list[str]):
+        self.constant = np.ptp(X, axis=0) == 0
+        if self.constant.all():
+            raise ValueError("every column of X is constant; there is nothing to learn from.")
+        if self.constant.any():
+            warnings.warn(
+                "constant column(s) "
+                + ", ".join(repr(names[i]) for i in np.flatnonzero(self.constant))
+                + " carry no information; the model ignores them (zero attribution).",
+                UserWarning,
+                stacklevel=3,
+            )
+        self.n_features = X.shape[1]
+        self.active = np.flatnonzero(~self.constant)
+        self.constant_values = X[0]
+        self.x_mean, self.x_scale = X[:, self.active].mean(0), X[:, self.active].std(0)
+        self.y_mean = float(y.mean())
+        self.y_scale = float(y.std()) or 1.0
+
+    def features(self, X: np.ndarray) -> np.ndarray:
+        return (X[:, self.active] - self.x_mean) / self.x_scale
+
+    def target(self, y: np.ndarray) -> np.ndarray:
+        return (y - self.y_mean) / self.y_scale
+
+    def unstandardise(self, Zs: np.ndarray) -> np.ndarray:
+        """Points in original units, with the constant columns at their constant value."""
+        Z = np.tile(self.constant_values, (Zs.shape[0], 1))
+        Z[:, self.active] = Zs * self.x_scale + self.x_mean
+        return Z
+
+    def kernel(self, lengthscale: np.ndarray, outputscale: float) -> RBF:
+        """The standardised-units SE kernel, exactly, in original units."""
+        full = np.full(self.n_features, np.inf)
+        full[self.active] = lengthscale * self.x_scale  # broadcasts an isotropic scalar
+        return RBF(full, outputscale * self.y_scale**2)
+
+
+class _SVGPModel(gpytorch.models.ApproximateGP):
+    """Whitened SVGP: constant mean, scaled RBF kernel, learned inducing locations."""
+
+    def __init__(self, inducing_points: torch.Tensor, ard_dims: int):
+        distribution = gpytorch.variational.CholeskyVariationalDistribution(
+            inducing_points.shape[0]
+        )
+        strategy = gpytorch.variational.VariationalStrategy(
+            self, inducing_points, distribution, learn_inducing_locations=True
+        )
+        super().__init__(strategy)
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.covar_module = gpytorch.kernels.ScaleKernel(
+            gpytorch.kernels.RBFKernel(
+                ard_num_dims=ard_dims if ard_dims > 1 else None,
+                lengthscale_constraint=gpytorch.constraints.GreaterThan(_LENGTHSCALE_LOWER_BOUND),
+            )
+        )
+
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(
+            self.mean_module(x), self.covar_module(x)
+        )
