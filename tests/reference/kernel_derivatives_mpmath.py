@@ -10,10 +10,11 @@ differences at ``DPS`` significant digits with a step ``STEP`` far below double 
   / (4 h^2)``.
 
 Error bound. Smooth kernels give a truncation error O(h^2). Matern kernels are smooth in the
-distance r except for odd powers: ``rho(r) = 1 + c2 r^2 + c3 |r|^3 + ...``, so the |r|^3 term
-contributes O(h^3) / h^2 = O(h) to the mixed difference: with h = 1e-20 that is ~1e-20
-relative. Round-off is ~10^-DPS / h^2 = 1e-40 relative to the kernel scale. Both are far below
-the 1e-10 tolerances the tests use, so any disagreement is an error in the code under test.
+distance r except for odd powers: Matern 3/2 has ``rho(r) = 1 - 3/2 r^2 + sqrt(3) r^3 + ...``,
+so its |r|^3 term contributes O(h^3) / h^2 = O(h) to the mixed difference (Matern 5/2's first
+odd term is |r|^5: O(h^3)); with h = 1e-20 that is ~1e-20 relative. Round-off is
+~10^-DPS / h^2 = 1e-40 relative to the kernel scale. Both are far below the 1e-10 tolerances
+the tests use, so any disagreement is an error in the code under test.
 """
 
 from __future__ import annotations
