@@ -287,5 +287,8 @@ class RandomFeatureKernel:
         ndarray of shape (n_points, n_features, n_features), symmetric positive semi-definite.
         """
         u, _, s = self._path_terms(X, baseline)
-        weighted = np.einsum("pm,mi,mj->pij", s * s, self.frequencies, self.frequencies)
-        return (self.variance / self.n_frequencies) * u[:, :, None] * u[:, None, :] * weighted
+        V = self.frequencies
+        outer = (V[:, :, None] * V[:, None, :]).reshape(self.n_frequencies, -1)  # (M, D^2)
+        weighted = ((s * s) @ outer).reshape(-1, self.n_features, self.n_features)
+        P = (self.variance / self.n_frequencies) * u[:, :, None] * u[:, None, :] * weighted
+        return 0.5 * (P + np.swapaxes(P, 1, 2))  # exactly symmetric, not just up to round-off
