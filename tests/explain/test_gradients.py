@@ -18,9 +18,12 @@ import torch
 
 from gpexplain.explain.gradients import gradients
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
+from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
 from gpexplain.models.gp_regressor import GPRegressor
 from gpexplain.posterior import ExactPosterior
+from gpexplain.posterior.random_features import RandomFeaturePosterior
+from gpexplain.posterior.variational import VariationalPosterior
 
 LENGTHSCALE = np.array([0.9, 1.4, 2.0])
 VARIANCE = 1.3
@@ -55,10 +58,38 @@ KERNELS = {
 }
 
 
-@pytest.fixture(scope="module", params=list(KERNELS))
+def _variational(X, y, kernel):
+    """A sparse variational posterior with an arbitrary (not optimal) q(u) on 8 inducing points."""
+    rng = np.random.default_rng(9)
+    Z = X[:8] + 0.1 * rng.normal(size=(8, 3))
+    root = 0.3 * rng.normal(size=(8, 8))
+    return VariationalPosterior(
+        Z, rng.normal(size=8), root @ root.T, kernel, mean=0.4, whitened=True, data_inputs=X
+    )
+
+
+def _exact(make_kernel):
+    return lambda X, y: ExactPosterior(X, y, make_kernel(), NOISE, mean=0.4)
+
+
+POSTERIORS = {
+    **{f"exact-{name}": _exact(make_kernel) for name, make_kernel in KERNELS.items()},
+    "variational-rbf": lambda X, y: _variational(X, y, RBF(LENGTHSCALE, VARIANCE)),
+    "variational-matern52": lambda X, y: _variational(X, y, _matern52()),
+    "random-features": lambda X, y: RandomFeaturePosterior(
+        X,
+        y,
+        RandomFeatureKernel(np.random.default_rng(4).normal(size=(20, 3)) / LENGTHSCALE, VARIANCE),
+        NOISE,
+        mean=0.4,
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=list(POSTERIORS))
 def setup(request):
     X, y = _data()
-    posterior = ExactPosterior(X, y, KERNELS[request.param](), NOISE, mean=0.4)
+    posterior = POSTERIORS[request.param](X, y)
     rng = np.random.default_rng(5)
     Xq = rng.uniform(-1.8, 1.8, size=(3, 3))
     Xq[0] = X[4]  # a query at a training input (zero distance in the cross term)
@@ -267,7 +298,7 @@ def test_fitted_estimator_pandas_and_torch_inputs():
     direct = gradients(model.posterior_, Xq.to_numpy())
     np.testing.assert_array_equal(attr.mean, direct.mean)
     assert attr.feature_names == names
-    torch_attr = gradients(model, torch.as_tensor(Xq.to_numpy()))
+    torch_attr = gradients(model, torch.tensor(Xq.to_numpy()))
     np.testing.assert_array_equal(torch_attr.mean, direct.mean)
     with pytest.raises(ValueError, match="do not match the training features"):
         gradients(model, Xq[["dose", "age", "weight"]])

@@ -75,6 +75,17 @@ def _periodic():
     return module, ref.periodic(_values(module.period_length), _values(module.lengthscale))
 
 
+def _random_fourier_features():
+    base = _set(gk.RFFKernel(num_samples=4, ard_num_dims=3), lengthscale=[0.9, 1.3, 0.6])
+    weights = np.random.default_rng(8).normal(size=(3, 4))
+    base.register_buffer("randn_weights", torch.as_tensor(weights))
+    module = _set(gk.ScaleKernel(base), outputscale=1.4)
+    kernel = ref.random_fourier(
+        weights, _values(base.lengthscale), _values(module.outputscale)[0]
+    )
+    return module, kernel
+
+
 def _sum_with_active_dims():
     rbf = _set(gk.RBFKernel(ard_num_dims=2, active_dims=[0, 2]), lengthscale=[0.6, 1.7])
     scaled = _set(gk.ScaleKernel(rbf), outputscale=2.0)
@@ -137,6 +148,7 @@ CASES = {
     "matern32-isotropic": _matern32_isotropic,
     "rational-quadratic": _rational_quadratic,
     "periodic": _periodic,
+    "random-fourier-features": _random_fourier_features,
     "sum-active-dims": _sum_with_active_dims,
     "product-overlapping-dims": _product_overlapping_dims,
     "product-linear-plus-constant": _product_with_linear_plus_constant,
@@ -232,6 +244,11 @@ def test_unsupported_kernel_is_named_and_supported_ones_listed():
     assert "Supported kernels" in str(error.value) and SUPPORTED_KERNELS[2] in str(error.value)
     with pytest.raises(ValueError, match="PolynomialKernel"):
         gradient_cross(kernel, X, Z)
+
+
+def test_random_fourier_kernel_without_frequencies_is_refused():
+    with pytest.raises(ValueError, match="RFFKernel has not drawn its random frequencies"):
+        check_differentiable(gk.RFFKernel(num_samples=3).double(), 3)
 
 
 def test_batched_and_mismatched_kernels_are_refused():

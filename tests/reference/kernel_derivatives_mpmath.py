@@ -73,6 +73,22 @@ def periodic(period, lengthscale, variance=1.0):
     return kernel
 
 
+def random_fourier(weights, lengthscale, variance=1.0):
+    """``variance / M * sum_m cos(sum_i w_im (x_i - z_i) / l_i)`` for weights w of shape (d, M)."""
+    w = [_vector(row) for row in weights]
+    ls, s2 = _vector(lengthscale), mpf(float(variance))
+    n_samples = len(w[0])
+
+    def kernel(x, z):
+        terms = (
+            mpmath.cos(mpmath.fsum(w[i][m] * (x[i] - z[i]) / ls[i] for i in range(len(x))))
+            for m in range(n_samples)
+        )
+        return s2 * mpmath.fsum(terms) / n_samples
+
+    return kernel
+
+
 def linear(variance):
     """``variance * x . z``."""
     v = mpf(float(variance))

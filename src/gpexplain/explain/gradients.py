@@ -61,9 +61,17 @@ def gradients(
     covariance ``x_i x_j cov_ij``. Given a ``baseline`` xt it is ``(x_i - xt_i) d_i f(x)``, the
     first-order Taylor estimate of ``f(x) - f(xt)``.
 
+    The kernel pieces are closed forms for ``gx.kernels.RBF`` and otherwise come from
+    ``gpexplain.kernels.derivatives``: the cross term by autograd, the derivative kernel at
+    coinciding points analytically, for the GPyTorch kernels listed in
+    ``gpexplain.kernels.derivatives.SUPPORTED_KERNELS`` (RBF, Matern 3/2 and 5/2, rational
+    quadratic, periodic, random Fourier features, linear, constant, and scaled, summed and
+    multiplied combinations of them).
+
     Parameters
     ----------
     model_or_posterior : fitted estimator (e.g. ``GPRegressor``) or any ``Posterior``
+        (exact, sparse variational, random-feature).
     X : array-like of shape (n_points, n_features)
         Points to explain, in the original units (NumPy, pandas or torch).
     gradient_x_input : bool, default False
@@ -99,6 +107,8 @@ def gradients(
         message lists the supported kernels).
     TypeError
         ``model_or_posterior`` is neither a fitted estimator nor a posterior.
+    FloatingPointError
+        A non-finite result (an ill-conditioned posterior); never returned silently.
     """
     posterior = as_posterior(model_or_posterior)
     X = posterior.check_inputs(X)

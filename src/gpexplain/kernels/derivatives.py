@@ -18,6 +18,8 @@ as 0 or NaN. It is computed analytically instead, by recursion over the kernel's
   5/3 (Matern 5/2), 3 (Matern 3/2) and 1 (rational quadratic, any alpha);
 * GPyTorch's periodic kernel ``exp(-2 sum_i sin^2(pi (x_i - x'_i) / p_i) / l_i)``:
   ``delta_ij 4 pi^2 / (p_i^2 l_i)`` (its lengthscale is not squared);
+* random Fourier features ``(1/M) sum_m cos(v_m . (x - x'))``, ``v_m = w_m / l``:
+  ``(1/M) sum_m v_mi v_mj`` (``gpexplain.kernels.RandomFeatureKernel`` goes through it);
 * linear ``v x.x'``: ``v delta_ij``; constant: 0;
 * ``ScaleKernel`` multiplies by the output scale, ``AdditiveKernel`` sums, and
   ``ProductKernel`` uses the product rule
@@ -51,6 +53,7 @@ SUPPORTED_KERNELS = (
     "MaternKernel (nu=1.5 or 2.5)",
     "RQKernel",
     "PeriodicKernel",
+    "RFFKernel",
     "LinearKernel",
     "ConstantKernel",
     "ScaleKernel",
@@ -161,12 +164,12 @@ class _SamePoint:
     mixed: np.ndarray
 
     @classmethod
-    def stationary(cls, X: np.ndarray, curvature: np.ndarray) -> _SamePoint:
-        """A unit-variance stationary kernel: value 1, no first derivatives, diagonal mixed."""
+    def stationary(cls, X: np.ndarray, mixed: np.ndarray) -> _SamePoint:
+        """A unit-variance stationary kernel: value 1, no first derivatives, the same ``mixed``
+        (d, d) at every point."""
         n_points, n_features = X.shape
-        mixed = np.zeros((n_points, n_features, n_features))
-        mixed[:, np.arange(n_features), np.arange(n_features)] = curvature
         zeros = np.zeros((n_points, n_features))
+        mixed = np.broadcast_to(mixed, (n_points, n_features, n_features)).copy()
         return cls(np.ones(n_points), zeros, zeros.copy(), mixed)
 
     def scaled(self, factor: float) -> _SamePoint:
@@ -238,7 +241,7 @@ def _forward_derivatives(module, X: np.ndarray) -> _SamePoint:
             )
         return result
     if kind is gk.RBFKernel or kind is gk.RQKernel:
-        return _SamePoint.stationary(X, 1.0 / _lengthscales(module, X) ** 2)
+        return _SamePoint.stationary(X, np.diag(1.0 / _lengthscales(module, X) ** 2))
     if kind is gk.MaternKernel:
         nu = float(module.nu)
         if nu not in _MATERN_CURVATURE:
@@ -248,11 +251,27 @@ def _forward_derivatives(module, X: np.ndarray) -> _SamePoint:
                 "not exist; use nu=1.5, nu=2.5 or an RBF kernel",
             )
         curvature = _MATERN_CURVATURE[nu] / _lengthscales(module, X) ** 2
-        return _SamePoint.stationary(X, curvature)
+        return _SamePoint.stationary(X, np.diag(curvature))
     if kind is gk.PeriodicKernel:
         lengthscale = _lengthscales(module, X)
         period = _broadcast(module, "period_length", module.period_length, X.shape[1])
-        return _SamePoint.stationary(X, 4.0 * np.pi**2 / (period**2 * lengthscale))
+        return _SamePoint.stationary(X, np.diag(4.0 * np.pi**2 / (period**2 * lengthscale)))
+    if kind is gk.RFFKernel:
+        # k = (1/M) sum_m cos(v_m . (x - x')) with v_m = w_m / l: d_i d'_j k = (1/M) sum_m
+        # v_mi v_mj at x = x', a full (not diagonal) matrix.
+        if not hasattr(module, "randn_weights"):
+            raise ValueError(
+                "RFFKernel has not drawn its random frequencies yet (GPyTorch draws them on "
+                "first use); evaluate the kernel once or set randn_weights."
+            )
+        weights = module.randn_weights.detach().cpu().numpy().astype(np.float64)  # (d, M)
+        if weights.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"RFFKernel has frequencies in {weights.shape[0]} dimensions but reads "
+                f"{X.shape[1]} features."
+            )
+        frequencies = weights / _lengthscales(module, X)[:, None]
+        return _SamePoint.stationary(X, frequencies @ frequencies.T / weights.shape[1])
     if kind is gk.LinearKernel:
         variance = _scalar(module.variance)
         n_points, n_features = X.shape
