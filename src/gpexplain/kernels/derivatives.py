@@ -7,11 +7,14 @@ and the prior term is the derivative kernel, not k). The explanations need two k
     cross[p, i, n] = d/dx_i k(x, z_n)              at x = x_p            (p, d, n_basis)
     prior[p, i, j] = d^2/(dx_i dx'_j) k(x, x')     at x = x' = x_p       (p, d, d)
 
-``gradient_cross`` uses the kernel's closed form when it has one (``gpexplain.kernels.RBF``)
-and otherwise one autograd backward pass over explicit (query, basis) pairs of the wrapped
-GPyTorch kernel. ``gradient_prior`` cannot use autograd: GPyTorch clamps squared distances at
-zero and Matern kernels take a square root, so a second derivative at zero distance comes out
-as 0 or NaN. It is computed analytically instead, by recursion over the kernel's structure:
+A gpexplain kernel class supplies closed forms by defining methods ``gradient_cross(X, Z)``
+and ``gradient_prior(X)`` (``gpexplain.kernels.RBF`` does); they take precedence. Otherwise
+``gradient_cross`` takes one autograd backward pass over explicit (query, basis) pairs of the
+kernel's GPyTorch module (``torch_kernel``). ``gradient_prior`` cannot use autograd: GPyTorch
+returns a constant for coinciding inputs (no graph at all), and through zero distance the
+derivative of the distance (a square root, or a clamped square) is not defined, so autograd
+gives 0 or NaN for the mixed derivative. It is computed analytically instead, by recursion over
+the kernel's structure:
 
 * stationary radial kernels ``k = s2 rho(r)``, ``r^2 = sum_i ((x_i - x'_i) / l_i)^2``:
   ``d_i d'_j k |_{x=x'} = delta_ij s2 (-rho''(0)) / l_i^2`` with ``-rho''(0)`` = 1 (RBF),
@@ -28,6 +31,10 @@ as 0 or NaN. It is computed analytically instead, by recursion over the kernel's
   stationary kernels, nonzero for the linear one);
 * ``active_dims`` are honoured: a sub-kernel's derivatives are scattered back to the features it
   reads.
+
+(``gpexplain.kernels.stationary.radial_leaves`` flattens a kernel into radial leaves, dropping
+the output scales and the sum/product structure that the product rule needs, so the recursion
+here walks the tree itself.)
 
 Matern 1/2 (the exponential kernel) is not mean-square differentiable: its derivative process
 does not exist, and asking for it raises a ``ValueError``, as does any kernel type outside
