@@ -458,3 +458,156 @@ def test_torch_and_pandas_queries_give_the_numpy_result(setup3):
     for other in (from_torch, from_pandas):
         np.testing.assert_array_equal(other.mean, reference.mean)
         np.testing.assert_array_equal(other.cov, reference.cov)
+
+
+# -- automatic method choice -------------------------------------------------------------------
+def _gpytorch_rbf(lengthscale, outputscale=None, **kwargs):
+    base = gpytorch.kernels.RBFKernel(ard_num_dims=np.size(lengthscale), **kwargs).double()
+    base.lengthscale = torch.as_tensor(np.asarray(lengthscale, dtype=np.float64))
+    if outputscale is None:
+        return base
+    kernel = gpytorch.kernels.ScaleKernel(base).double()
+    kernel.outputscale = torch.tensor(outputscale, dtype=torch.float64)
+    return kernel
+
+
+@pytest.mark.parametrize(
+    "make_kernel",
+    [
+        lambda: RBF(lengthscale=[0.8, 1.3], variance=1.4),
+        lambda: _gpytorch_rbf([0.8, 1.3], 1.4),
+        lambda: _gpytorch_rbf([0.8, 1.3]),
+        lambda: _gpytorch_rbf(0.9),
+    ],
+    ids=["gx-RBF", "ScaleKernel(RBFKernel)", "RBFKernel", "isotropic RBFKernel"],
+)
+def test_auto_picks_closed_form_for_squared_exponential(make_kernel):
+    X, y = _data(seed=3, n=30, d=2)
+    posterior = ExactPosterior(X, y, make_kernel(), NOISE)
+    Xq = np.random.default_rng(5).uniform(-2.5, 2.5, size=(4, 2))
+    auto = integrated_gradients(posterior, Xq, np.array([0.2, -0.4]))
+    assert auto.method == "integrated gradients (closed form)"
+    quad = integrated_gradients(posterior, Xq, np.array([0.2, -0.4]), method="quadrature")
+    assert "quadrature" in quad.method
+    np.testing.assert_allclose(auto.mean, quad.mean, rtol=0, atol=1e-9 * _scale(auto.mean))
+    np.testing.assert_allclose(auto.cov, quad.cov, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "make_kernel",
+    [
+        lambda: gpytorch.kernels.MaternKernel(nu=2.5),
+        lambda: gpytorch.kernels.RQKernel(),
+        lambda: _gpytorch_rbf([0.8], 1.4, active_dims=[1]),
+        lambda: _gpytorch_rbf([0.8, 1.3], 1.0) + _gpytorch_rbf([2.0, 0.7], 0.5),
+    ],
+    ids=["matern", "rq", "rbf-active-dims", "sum-of-rbf"],
+)
+def test_auto_picks_quadrature_otherwise(make_kernel):
+    X, y = _data(seed=3, n=30, d=2)
+    posterior = ExactPosterior(X, y, make_kernel(), NOISE)
+    attr = integrated_gradients(posterior, X[:3], np.array([0.2, -0.4]))
+    assert attr.method == "integrated gradients (graded Gauss-Legendre quadrature, n_steps=64)"
+    gaps = attr.completeness_gap()
+    assert gaps["mean"] < 1e-8 and gaps["variance"] < 1e-8
+
+
+# -- baseline distributions --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def background_setup():
+    X, y = _data(seed=21, n=30, d=2)
+    posterior = _posterior(X, y, lengthscale=[0.9, 1.5], mean=0.2)
+    Xq = np.array([[1.8, -1.5], [-2.0, 0.7], [0.4, 2.2]])
+    baselines = np.array([[-0.5, 0.3], [0.6, 1.1], [1.2, -0.9]])
+    return posterior, Xq, baselines
+
+
+def test_expected_ig_mean_is_average_over_baselines(background_setup):
+    posterior, Xq, baselines = background_setup
+    attr = integrated_gradients(posterior, Xq, baselines)
+    singles = [integrated_gradients(posterior, Xq, b) for b in baselines]
+    expected = np.mean([a.mean for a in singles], axis=0)
+    np.testing.assert_allclose(attr.mean, expected, rtol=0, atol=1e-13 * _scale(expected))
+    assert attr.baseline.shape == (3, 2)
+    np.testing.assert_array_equal(attr.baseline, baselines)
+    base_mean, _ = posterior.predict(baselines)
+    assert attr.baseline_prediction == pytest.approx(base_mean.mean(), abs=1e-13)
+    assert "expected over 3 baselines" in attr.method
+
+
+def test_expected_ig_completeness(background_setup):
+    posterior, Xq, baselines = background_setup
+    attr = integrated_gradients(posterior, Xq, baselines)
+    gaps = attr.completeness_gap()
+    assert gaps["mean"] < 1e-10 and gaps["variance"] < 1e-10
+    # Var[f(x) - mean_b f(xt_b)] by brute force from the joint posterior covariance.
+    for p, x in enumerate(Xq):
+        _, cov = posterior.predict(np.vstack([x, baselines]), return_cov=True)
+        weights = np.r_[1.0, np.full(len(baselines), -1.0 / len(baselines))]
+        assert attr.cov[p].sum() == pytest.approx(weights @ cov @ weights, abs=1e-10)
+
+
+def test_expected_ig_covariance_against_independent_assembly(background_setup):
+    # Cov[(1/B) sum_b attr_b] = (1/B^2) sum_{b,b'} (P_bb' - A_b Q A_b'^T), with every prior
+    # block P_bb' from the scipy reference (adaptive double quadrature of the analytic SE
+    # derivatives) and A_b from the single-baseline closed form.
+    from tests.reference.ig_stationary_mpmath import leaf, prior_term
+
+    posterior, Xq, baselines = background_setup
+    attr = integrated_gradients(posterior, Xq[:1], baselines)
+    kernel = posterior.kernel
+    reference = [[leaf("se", kernel.lengthscale, [0, 1], kernel.variance)]]
+    Z = posterior.train_inputs
+    crosses = [kernel.integrated_gradient_cross(Xq[:1], b, Z)[0] for b in baselines]
+    B = len(baselines)
+    expected = np.zeros((2, 2))
+    for a in range(B):
+        for b in range(B):
+            prior = np.array(prior_term(reference, Xq[0], baselines[a], baselines[b]))
+            data = posterior.quadratic_form(crosses[a][None], crosses[b][None])[0]
+            expected += (prior - data) / B**2
+    np.testing.assert_allclose(attr.cov[0], expected, rtol=0, atol=1e-9)
+
+
+def test_one_row_baseline_array_equals_vector(background_setup):
+    posterior, Xq, baselines = background_setup
+    vector = integrated_gradients(posterior, Xq, baselines[0])
+    for row in (baselines[:1], pd.DataFrame(baselines[:1], columns=["x0", "x1"]),
+                torch.as_tensor(baselines[:1])):
+        table = integrated_gradients(posterior, Xq, row)
+        np.testing.assert_array_equal(table.mean, vector.mean)
+        np.testing.assert_array_equal(table.cov, vector.cov)
+        np.testing.assert_array_equal(table.baseline, vector.baseline)
+        assert table.method == vector.method
+
+
+def test_expected_ig_mean_only_and_quadrature_agree(background_setup):
+    posterior, Xq, baselines = background_setup
+    full = integrated_gradients(posterior, Xq, baselines)
+    light = integrated_gradients(posterior, Xq, baselines, return_cov=False)
+    np.testing.assert_allclose(light.mean, full.mean, rtol=0, atol=1e-13)
+    quad = integrated_gradients(posterior, Xq, baselines, method="quadrature")
+    np.testing.assert_allclose(quad.mean, full.mean, rtol=0, atol=1e-9 * _scale(full.mean))
+    np.testing.assert_allclose(quad.cov, full.cov, rtol=0, atol=1e-9)
+
+
+def test_expected_ig_for_matern_kernel(matern_setup):
+    posterior, Xq, baseline = matern_setup
+    baselines = np.vstack([baseline, [0.9, -0.6], [-1.1, -1.4]])
+    Xq = np.vstack([Xq, baselines[1]])  # one path of zero length
+    attr = integrated_gradients(posterior, Xq, baselines)
+    gaps = attr.completeness_gap()
+    assert gaps["mean"] < 1e-8 and gaps["variance"] < 1e-8, gaps
+    assert np.linalg.eigvalsh(attr.cov).min() > -1e-10
+
+
+def test_bad_baseline_arrays(background_setup):
+    posterior, Xq, baselines = background_setup
+    with pytest.raises(ValueError, match=r"baseline row 1: baseline has a non-finite value"):
+        integrated_gradients(posterior, Xq, np.array([[0.0, 1.0], [np.nan, 0.0]]))
+    with pytest.raises(ValueError, match=r"baseline row 0: baseline has 3 values but the model"):
+        integrated_gradients(posterior, Xq, np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"at least one row"):
+        integrated_gradients(posterior, Xq, np.zeros((0, 2)))
+    with pytest.raises(ValueError, match=r"\(n_baselines, 2\) array"):
+        integrated_gradients(posterior, Xq, np.zeros((2, 2, 2)))

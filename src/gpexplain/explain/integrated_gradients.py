@@ -131,7 +131,7 @@ class _PathFunctionals:
     def __init__(self, kernel, Z: np.ndarray, method: str, rule: str, n_steps: int):
         self.kernel, self.Z, self.n_steps = kernel, Z, n_steps
         self.torch_kernel = kernel.torch_kernel(Z.shape[1])
-        self.leaves = None
+        self.leaves = self.pair_leaves = None
         if method == "closed-form":
             self.scheme = "closed-form"
             self.label = "closed form"
@@ -180,7 +180,9 @@ class _PathFunctionals:
         )
 
     def pair_prior(self, X, xt_a, xt_b):
-        return path_pair_prior(self.torch_kernel, X, xt_a, xt_b, self.n_steps)
+        if self.pair_leaves is None:  # where the kernel's kinks are, whatever the scheme
+            self.pair_leaves = radial_leaves(self.torch_kernel, self.Z.shape[1]) or []
+        return path_pair_prior(self.torch_kernel, X, xt_a, xt_b, self.n_steps, self.pair_leaves)
 
 
 def _expected_difference_variance(posterior, X: np.ndarray, baselines: np.ndarray) -> np.ndarray:

@@ -243,17 +243,15 @@ def _weighted_mixed_derivatives(torch_kernel, left, right, weights, n_groups):
     return out.detach()
 
 
-def _sinh_nodes(lower, upper, centre, spread, x, w):
+def _sinh_nodes(lower, upper, centre, spread, graded, x, w):
     """Nodes and weights of ``int_lower^upper`` mapped through ``t = centre + spread sinh(s)``.
 
     The substitution (Johnston and Elliott 2005) removes a near-singularity at
-    ``centre +- i spread`` from the integrand: ``r(t) = sqrt(h^2 + c^2 (t - t0)^2)`` becomes
-    ``h cosh(s)``, analytic in s. ``x, w``: a Gauss-Legendre rule on [0, 1]. All other
-    arguments broadcast; where ``spread`` is not small against the interval (or infinite),
-    the plain affine map is used.
+    ``centre +- i spread``: ``r(t) = sqrt(h^2 + c^2 (t - t0)^2)`` becomes ``h cosh(s)``,
+    analytic in s. ``x, w``: a Gauss-Legendre rule on [0, 1]. Arrays broadcast; where
+    ``graded`` is False the plain affine map is used.
     """
     length = upper - lower
-    graded = spread < np.abs(length)
     safe = np.where(graded, spread, 1.0)
     s_lo = np.arcsinh(np.where(graded, (lower - centre) / safe, 0.0))
     s_hi = np.arcsinh(np.where(graded, (upper - centre) / safe, 0.0))
@@ -266,16 +264,25 @@ def _sinh_nodes(lower, upper, centre, spread, x, w):
     return np.where(g, graded_t, plain_t), np.where(g, graded_w, plain_w)
 
 
+# Smallest spread the sinh map is built for, relative to the piece: below it the map would
+# stretch [0, 1] over too many e-folds for the nodes; the same map still integrates the
+# (nearer) singularity to ~1e-14 with 32 nodes (Matern 3/2, the least smooth kernel).
+_MIN_RELATIVE_SPREAD = 1e-4
+
+
 def graded_path_rule(X, baseline, Z, leaves, n_steps: int):
     """Per-(point, training point) nodes on [0, 1] for the cross term of a stationary kernel.
 
     For each leaf with a singularity, the path ``xt + t (x - xt)`` comes closest to z_n at
     ``t0 = -(u . v) / |u|^2`` (u = (x - xt)/l, v = (xt - z_n)/l on the leaf's features) with
-    complex singularities at ``t0 +- i spread``, ``spread = sqrt(h^2 + pole_offset) / |u|``.
-    [0, 1] is cut at every ``clip(t0, 0, 1)``; every piece is halved and each half gets
-    Gauss-Legendre nodes through the sinh map towards the singularity of its end
-    (``_sinh_nodes``), so the rule converges exponentially however close the path passes to
-    a training point (and exactly through one: a Matern kink at t0 is a piece boundary).
+    complex singularities at ``t0 +- i spread``, ``spread = sqrt(h^2 + pole_offset) / |u|``
+    (h: the distance at t0). [0, 1] is cut at every ``clip(t0, 0, 1)``, so a Matern kink on
+    the path (h = 0, e.g. every training point between baseline and x for one feature) is a
+    piece boundary; each piece gets Gauss-Legendre nodes through the sinh map towards the
+    nearer of the singularities of its two ends (``_sinh_nodes``), so the rule converges
+    exponentially however close the path passes to a training point. Two singularities that
+    are both near (but not on) the same piece, from two different leaves, are the one case
+    left to plain refinement.
 
     Parameters
     ----------
@@ -284,16 +291,15 @@ def graded_path_rule(X, baseline, Z, leaves, n_steps: int):
     Z : ndarray (n_train, n_features)
     leaves : list of gpexplain.kernels.stationary.RadialLeaf
     n_steps : int
-        Total nodes per pair, shared equally by the ``2 (n_singular_leaves + 1)`` halves
-        (at least 2 nodes each).
+        Total nodes per pair, shared equally by the ``n_singular_leaves + 1`` pieces (at
+        least 2 each).
 
     Returns
     -------
     nodes, weights : ndarray (n_points, n_train, n_nodes)
     """
     singular = [leaf for leaf in leaves if leaf.pole_offset is not None]
-    n_halves = 2 * (len(singular) + 1)
-    x, w = quadrature_rule("gauss-legendre", max(2, n_steps // n_halves))
+    x, w = quadrature_rule("gauss-legendre", max(2, n_steps // (len(singular) + 1)))
     shape = (X.shape[0], Z.shape[0])
     # Cut points with the singularity each one carries; the path's ends carry none.
     cuts = [np.zeros(shape), np.ones(shape)]
@@ -314,12 +320,25 @@ def graded_path_rule(X, baseline, Z, leaves, n_steps: int):
     cuts, centres, spreads = np.stack(cuts, -1), np.stack(centres, -1), np.stack(spreads, -1)
     order = np.argsort(cuts, axis=-1, kind="stable")
     cuts, centres, spreads = (np.take_along_axis(a, order, -1) for a in (cuts, centres, spreads))
-    middle = 0.5 * (cuts[..., :-1] + cuts[..., 1:])
-    left_t, left_w = _sinh_nodes(cuts[..., :-1], middle, centres[..., :-1], spreads[..., :-1], x, w)
-    right_t, right_w = _sinh_nodes(middle, cuts[..., 1:], centres[..., 1:], spreads[..., 1:], x, w)
-    nodes = np.concatenate([left_t, right_t], axis=-1).reshape(*shape, -1)
-    weights = np.concatenate([left_w, right_w], axis=-1).reshape(*shape, -1)
-    return np.clip(nodes, 0.0, 1.0), weights
+    lower, upper = cuts[..., :-1], cuts[..., 1:]
+    length = upper - lower
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # Closeness of each end's singularity relative to the piece; a kink exactly at a cut
+        # (spread 0, centre on the end) does not slow Gauss-Legendre down.
+        def closeness(centre, spread, end):
+            offset = np.abs(centre - end)
+            harmless = (spread == 0) & (offset == 0)
+            return np.where(harmless, np.inf, np.hypot(offset, spread) / length)
+
+        left = closeness(centres[..., :-1], spreads[..., :-1], lower)
+        right = closeness(centres[..., 1:], spreads[..., 1:], upper)
+    use_left = left <= right
+    centre = np.where(use_left, centres[..., :-1], centres[..., 1:])
+    spread = np.where(use_left, spreads[..., :-1], spreads[..., 1:])
+    graded = (np.minimum(left, right) < 1.0) & (length > 0)
+    spread = np.where(graded, np.maximum(spread, _MIN_RELATIVE_SPREAD * length), 1.0)
+    nodes, weights = _sinh_nodes(lower, upper, centre, spread, graded, x, w)
+    return np.clip(nodes.reshape(*shape, -1), 0.0, 1.0), weights.reshape(*shape, -1)
 
 
 def stationary_cross(torch_kernel, leaves, X, baseline, Z, n_steps: int) -> np.ndarray:
@@ -365,9 +384,17 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int) -> np.ndarray:
     """
     import torch
 
+    delta = X - baseline[None, :]
+    moved = np.any(delta != 0, axis=1)
+    if not moved.all():
+        # At x == baseline the prior term is zero, and every pair would coincide (GPyTorch
+        # then returns constant zeros, without a graph to differentiate).
+        prior = np.zeros((X.shape[0], X.shape[1], X.shape[1]))
+        if moved.any():
+            prior[moved] = stationary_prior(torch_kernel, X[moved], baseline, n_steps)
+        return prior
     tau, w = quadrature_rule("gauss-legendre", n_steps)
     n_points, n_features = X.shape
-    delta = X - baseline[None, :]
     left = baseline + tau[None, :, None] * delta[:, None, :]  # (p, K, D)
     right = np.broadcast_to(baseline, left.shape)
     pair_weights = np.tile(2.0 * (1.0 - tau) * w, n_points)
@@ -383,16 +410,43 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int) -> np.ndarray:
     return 0.5 * (prior + np.swapaxes(prior, 1, 2))
 
 
-def path_pair_prior(torch_kernel, X, baseline_a, baseline_b, n_steps: int) -> np.ndarray:
+def _kink_free_rule(cuts, n_steps):
+    """Composite Gauss-Legendre nodes on [0, 1] with pieces between ``cuts`` (..., n_cuts).
+
+    Returns nodes, weights of shape (..., (n_cuts + 1) * q), q = max(2, n_steps // (n_cuts + 1)).
+    """
+    x, w = quadrature_rule("gauss-legendre", max(2, n_steps // (cuts.shape[-1] + 1)))
+    edges = np.concatenate(
+        [np.zeros(cuts.shape[:-1] + (1,)), np.sort(cuts, -1), np.ones(cuts.shape[:-1] + (1,))], -1
+    )
+    length = np.diff(edges, axis=-1)[..., None]
+    nodes = edges[..., :-1, None] + length * x
+    return nodes.reshape(*cuts.shape[:-1], -1), (length * w).reshape(*cuts.shape[:-1], -1)
+
+
+def path_pair_prior(
+    torch_kernel, X, baseline_a, baseline_b, n_steps: int, leaves=None
+) -> np.ndarray:
     """Prior covariance between the attributions along two different paths into the same x.
 
     ``P_ij = d_i e_j int_0^1 int_0^1 d^2 k(x - p d, x - q e) / dx_i dx'_j dp dq`` with
     ``d = x - xt_a``, ``e = x - xt_b`` (p = 1 - t, q = 1 - s). Both paths end at x, where a
     Matern kernel is not smooth; the Duffy substitution (split the square along p = q, then
-    ``q = p sigma`` or ``p = q sigma``) moves that corner to an edge and cancels it with the
-    Jacobian, so a tensor Gauss-Legendre rule with ``n_steps`` nodes per direction converges
-    fast unless the two paths are (nearly) collinear, where the kernel's kink runs along a
-    line inside the square (then expect algebraic convergence, e.g. 1-D inputs).
+    ``q = p sigma`` or ``p = q sigma``) moves that corner to the edge rho = 0, where the
+    integrand ``rho H(rho (sigma e - d))`` is analytic along each ray. A Matern leaf (from
+    ``radial_leaves``, when given) is still kinked where ``sigma e = d`` on its features, which
+    happens for one-feature leaves and collinear paths: sigma is cut at each leaf's closest
+    approach (``_kink_free_rule``). Gauss-Legendre with ``n_steps`` nodes in rho and
+    ``n_steps`` in sigma then converges exponentially, except when two paths are nearly (not
+    exactly) collinear in a multi-feature Matern leaf (algebraic convergence).
+
+    Parameters
+    ----------
+    torch_kernel : gpytorch.kernels.Kernel
+    X : ndarray (n_points, n_features)
+    baseline_a, baseline_b : ndarray (n_features,)
+    n_steps : int
+    leaves : list of RadialLeaf, optional
 
     Returns
     -------
@@ -400,23 +454,38 @@ def path_pair_prior(torch_kernel, X, baseline_a, baseline_b, n_steps: int) -> np
     """
     import torch
 
-    x, w = quadrature_rule("gauss-legendre", n_steps)
-    rho, sigma = (a.reshape(-1) for a in np.meshgrid(x, x, indexing="ij"))
-    jacobian = (w[:, None] * w[None, :] * x[:, None]).reshape(-1)  # w_rho w_sigma rho
+    rho, w_rho = quadrature_rule("gauss-legendre", n_steps)
     n_points, n_features = X.shape
     d = X - baseline_a[None, :]
     e = X - baseline_b[None, :]
-    # Triangle q <= p: (p, q) = (rho, rho sigma); triangle p < q: (p, q) = (rho sigma, rho).
-    p = np.concatenate([rho, rho * sigma])
-    q = np.concatenate([rho * sigma, rho])
-    weights = np.tile(np.concatenate([jacobian, jacobian]), n_points)
-    left = X[:, None, :] - p[None, :, None] * d[:, None, :]
-    right = X[:, None, :] - q[None, :, None] * e[:, None, :]
+    kinked = [leaf for leaf in leaves or [] if leaf.pole_offset == 0.0]
+    lefts, rights, weights = [], [], []
+    for moving, fixed, swap in ((d, e, False), (e, d, True)):
+        # Triangle q <= p: (p, q) = (rho, rho sigma); triangle p < q: (p, q) = (rho sigma, rho).
+        # Along sigma the separation is rho (sigma fixed_dir - moving_dir).
+        cuts = np.zeros((n_points, len(kinked)))
+        for c, leaf in enumerate(kinked):
+            m = moving[:, leaf.dims] / leaf.lengthscale
+            f = fixed[:, leaf.dims] / leaf.lengthscale
+            f_sq = np.sum(f * f, axis=1)
+            ratio = np.sum(m * f, axis=1) / np.where(f_sq > 0, f_sq, 1.0)
+            cuts[:, c] = np.clip(np.where(f_sq > 0, ratio, 0.0), 0.0, 1.0)
+        sigma, w_sigma = _kink_free_rule(cuts, n_steps)  # (p, K_sigma)
+        big = rho[None, :, None] * np.ones_like(sigma)[:, None, :]  # (p, K_rho, K_sigma)
+        small = rho[None, :, None] * sigma[:, None, :]
+        weight = (w_rho * rho)[None, :, None] * w_sigma[:, None, :]
+        p, q = (small, big) if swap else (big, small)
+        lefts.append(X[:, None, None, :] - p[..., None] * d[:, None, None, :])
+        rights.append(X[:, None, None, :] - q[..., None] * e[:, None, None, :])
+        weights.append(weight)
+    left = np.concatenate([a.reshape(n_points, -1, n_features) for a in lefts], axis=1)
+    right = np.concatenate([a.reshape(n_points, -1, n_features) for a in rights], axis=1)
+    weight = np.concatenate([a.reshape(n_points, -1) for a in weights], axis=1)
     prior = _weighted_mixed_derivatives(
         torch_kernel,
         torch.as_tensor(left.reshape(-1, n_features)),
         torch.as_tensor(right.reshape(-1, n_features)),
-        torch.as_tensor(weights),
+        torch.as_tensor(weight.reshape(-1)),
         n_points,
     ).numpy()
     prior = prior * d[:, :, None] * e[:, None, :]

@@ -71,9 +71,17 @@ def radial_leaves(module, n_features: int) -> list[RadialLeaf] | None:
         gradients (and their covariance) do not exist.
     """
     import gpytorch.kernels as gk
+    import torch
 
     if isinstance(module, gk.ScaleKernel | gk.AdditiveKernel | gk.ProductKernel):
-        if getattr(module, "active_dims", None) is not None:
+        dims = getattr(module, "active_dims", None)
+        # ScaleKernel copies its base kernel's active_dims and calls the base's forward on the
+        # same slice; any other restriction at a composite level re-indexes the children.
+        inherited = isinstance(module, gk.ScaleKernel) and (
+            dims is None or dims is module.base_kernel.active_dims
+            or bool(torch.equal(dims, module.base_kernel.active_dims))
+        )
+        if dims is not None and not inherited:
             return None
         children = (
             [module.base_kernel] if isinstance(module, gk.ScaleKernel) else list(module.kernels)
