@@ -1,10 +1,13 @@
 """GPRegressor: optimum quality against scikit-learn, units, standardisation, edge cases."""
 
+import copy
 import warnings
 
+import gpytorch
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from sklearn.base import clone
 from sklearn.datasets import load_diabetes
 from sklearn.gaussian_process import GaussianProcessRegressor
@@ -203,3 +206,159 @@ def test_given_kernel_is_kept_with_a_constant_column(lengthscale):
     expected[3] = np.inf  # the constant column is switched off
     np.testing.assert_allclose(model.kernel_.lengthscale, expected, rtol=1e-12)
     assert model.kernel_.variance == pytest.approx(1.5, rel=1e-12)
+
+
+# -- Matern, rational quadratic and user-supplied GPyTorch kernels ------------------------------
+def _numpy_kernel(kind, X1, X2, lengthscale, variance, alpha=None):
+    """The kernels written out in NumPy (original units), independent of GPyTorch."""
+    diff = (X1[:, None, :] - X2[None, :, :]) / lengthscale
+    r = np.sqrt(np.sum(diff * diff, axis=2))
+    if kind == "matern52":
+        return variance * (1 + np.sqrt(5) * r + 5 * r**2 / 3) * np.exp(-np.sqrt(5) * r)
+    if kind == "matern32":
+        return variance * (1 + np.sqrt(3) * r) * np.exp(-np.sqrt(3) * r)
+    return variance * (1 + r**2 / (2 * alpha)) ** (-alpha)
+
+
+def _manual_posterior_mean(kind, model, X, y, query, **hyper):
+    K = _numpy_kernel(kind, X, X, **hyper) + model.noise_ * np.eye(len(X))
+    cross = _numpy_kernel(kind, query, X, **hyper)
+    return model.mean_ + cross @ np.linalg.solve(K, y - model.mean_)
+
+
+@pytest.mark.parametrize("kind", ["matern52", "matern32", "rq"])
+def test_stationary_kernels_in_original_units(kind):
+    X, y = _small_problem()
+    model = gx.GPRegressor(kernel=kind, n_restarts=1).fit(X, y)
+    module = model.kernel_.module
+    base = module.base_kernel
+    assert isinstance(module, gpytorch.kernels.ScaleKernel)
+    if kind == "rq":
+        assert isinstance(base, gpytorch.kernels.RQKernel)
+    else:
+        assert base.nu == {"matern52": 2.5, "matern32": 1.5}[kind]
+    hyper = {
+        "lengthscale": base.lengthscale.detach().numpy().reshape(-1),
+        "variance": float(module.outputscale.detach()),
+    }
+    if kind == "rq":
+        hyper["alpha"] = float(base.alpha.detach())
+    assert hyper["lengthscale"].shape == (3,)  # ARD
+    query = X[:7] + 0.3
+    expected = _manual_posterior_mean(kind, model, X, y, query, **hyper)
+    np.testing.assert_allclose(model.predict(query), expected, rtol=0, atol=1e-9 * np.abs(y).max())
+    # The reported LML is the standardised optimum: rebuild it from the original-unit values.
+    xs_scale, y_scale = X.std(0), y.std()
+    Xs, ys = (X - X.mean(0)) / xs_scale, (y - y.mean()) / y_scale
+    std_hyper = dict(hyper, lengthscale=hyper["lengthscale"] / xs_scale,
+                     variance=hyper["variance"] / y_scale**2)
+    K = _numpy_kernel(kind, Xs, Xs, **std_hyper) + model.noise_ / y_scale**2 * np.eye(len(X))
+    centred = ys - (model.mean_ - y.mean()) / y_scale
+    sign, logdet = np.linalg.slogdet(K)
+    lml = -0.5 * centred @ np.linalg.solve(K, centred) - 0.5 * logdet - 0.5 * len(X) * np.log(
+        2 * np.pi
+    )
+    assert model.log_marginal_likelihood_value_ == pytest.approx(lml, rel=1e-9)
+    # Better than the first start alone, and explained by accurate quadrature.
+    attr = gx.integrated_gradients(model, X[:5])
+    assert "graded Gauss-Legendre" in attr.method
+    gaps = attr.completeness_gap()
+    assert gaps["mean"] < 1e-8 * np.abs(y).max() and gaps["variance"] < 1e-8 * y.var()
+
+
+def test_stationary_kernel_refit_is_affine_invariant():
+    X, y = _small_problem()
+    scale, shift = np.array([3.0, -0.5, 100.0]), np.array([-7.0, 2.0, 1e3])
+    first = gx.GPRegressor(kernel="matern52", n_restarts=1, random_state=1).fit(X, y)
+    second = gx.GPRegressor(kernel="matern52", n_restarts=1, random_state=1).fit(
+        X * scale + shift, y
+    )
+    a = gx.integrated_gradients(first, X[:6])
+    b = gx.integrated_gradients(second, X[:6] * scale + shift)
+    np.testing.assert_allclose(b.mean, a.mean, atol=1e-6 * np.abs(a.mean).max())
+    np.testing.assert_allclose(b.std, a.std, atol=1e-6 * a.std.max())
+
+
+def test_constant_column_with_matern_kernel():
+    X, y = _small_problem()
+    frame = pd.DataFrame(np.column_stack([X, np.full(len(X), 4.2)]), columns=list("abcd"))
+    with pytest.warns(UserWarning, match="'d'.*ignores them"):
+        model = gx.GPRegressor(kernel="matern32", n_restarts=0).fit(frame, y)
+    assert model.kernel_.module.base_kernel.active_dims.tolist() == [0, 1, 2]
+    query = frame.iloc[:4].copy()
+    query["d"] = [0.0, 1.0, 2.0, 50.0]
+    attr = gx.integrated_gradients(model, query)
+    assert np.all(attr.mean[:, 3] == 0.0) and np.all(attr.std[:, 3] == 0.0)
+
+
+def _user_matern():
+    kernel = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.MaternKernel(
+            nu=2.5,
+            ard_num_dims=3,
+            lengthscale_constraint=gpytorch.constraints.GreaterThan(1e-4),
+        )
+    ).double()
+    kernel.base_kernel.lengthscale = torch.ones(1, 3, dtype=torch.float64)
+    kernel.outputscale = torch.tensor(1.0, dtype=torch.float64)
+    return kernel
+
+
+def test_user_gpytorch_kernel_is_trained_like_the_named_one():
+    X, y = _small_problem()
+    user = _user_matern()
+    before = user.base_kernel.lengthscale.detach().clone()
+    named = gx.GPRegressor(kernel="matern52", n_restarts=0).fit(X, y)
+    custom = gx.GPRegressor(kernel=user, n_restarts=0).fit(X, y)
+    torch.testing.assert_close(user.base_kernel.lengthscale.detach(), before)  # not modified
+    assert custom.log_marginal_likelihood_value_ == pytest.approx(
+        named.log_marginal_likelihood_value_, rel=1e-8
+    )
+    query = X[:6] - 0.2
+    np.testing.assert_allclose(custom.predict(query), named.predict(query), rtol=0, atol=1e-6)
+    # Original units through the input scaling: k(x, x') = var_y k_s((x - m)/s, (x' - m)/s).
+    K = custom.kernel_(query, X[:4])
+    module = custom.kernel_.module.base_kernel  # the fitted standardised kernel
+    with torch.no_grad():
+        standard = module(
+            torch.as_tensor((query - X.mean(0)) / X.std(0)),
+            torch.as_tensor((X[:4] - X.mean(0)) / X.std(0)),
+        ).to_dense().numpy()
+    np.testing.assert_allclose(K, y.var() * standard, rtol=1e-12)
+    attr = gx.integrated_gradients(custom, query)
+    assert "graded Gauss-Legendre" in attr.method
+    assert attr.completeness_gap()["variance"] < 1e-8 * y.var()
+
+
+def test_user_sum_of_kernels_with_restarts():
+    X, y = _small_problem()
+    user = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=3)
+    ) + gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+    model = gx.GPRegressor(kernel=user, n_restarts=2).fit(X, y)
+    assert len(model.restarts_) == 3
+    assert model.score(X, y) > 0.9
+    attr = gx.integrated_gradients(model, X[:4])
+    gaps = attr.completeness_gap()
+    assert gaps["mean"] < 1e-8 * np.abs(y).max() and gaps["variance"] < 1e-8 * y.var()
+
+
+def test_user_rbf_kernel_ends_up_in_closed_form():
+    X, y = _small_problem()
+    user = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=3))
+    model = gx.GPRegressor(kernel=user, n_restarts=1).fit(X, y)
+    assert isinstance(model.kernel_, gx.kernels.RBF)
+    assert gx.integrated_gradients(model, X[:3]).method == "integrated gradients (closed form)"
+    reference = gx.GPRegressor(kernel="ard", n_restarts=1).fit(X, y)
+    assert model.log_marginal_likelihood_value_ == pytest.approx(
+        reference.log_marginal_likelihood_value_, abs=1e-4
+    )
+
+
+def test_user_kernel_without_optimizer_is_used_as_given():
+    X, y = _small_problem()
+    user = _user_matern()
+    user.base_kernel.lengthscale = torch.tensor([[1.0, 4.0, 0.3]], dtype=torch.float64)
+    model = gx.GPRegressor(kernel=user, noise=0.05, optimizer=None).fit(X, y)
+    direct = gx.ExactPosterior(X, y, copy.deepcopy(user), 0.05, mean=y.mean())
+    np.testing.assert_allclose(model.predict(X[:5]), direct.predict(X[:5])[0], rtol=1e-10)

@@ -10,7 +10,7 @@ import numpy as np
 
 from gpexplain.kernels.rbf import RBF
 
-__all__ = ["GPyTorchKernel", "as_kernel", "squared_exponential"]
+__all__ = ["GPyTorchKernel", "as_kernel", "input_scaled", "squared_exponential"]
 
 
 class GPyTorchKernel:
@@ -113,3 +113,63 @@ def as_kernel(kernel):
         ) from None
     converted = squared_exponential(wrapped.module)
     return wrapped if converted is None else converted
+
+
+def input_scaled(module, shift, scale, outputscale: float = 1.0):
+    """``outputscale * k((x - shift) / scale, (x' - shift) / scale)`` as a GPyTorch kernel.
+
+    The exact original-units form of any kernel ``k`` fitted on standardised inputs and
+    targets (``shift``: column means, ``scale``: column standard deviations, ``outputscale``:
+    the target variance). Stationary kernels are unaffected by ``shift``; the result stays
+    recognisable to ``gpexplain.kernels.stationary.radial_leaves`` (its leaves' lengthscales
+    are multiplied by ``scale``).
+
+    Parameters
+    ----------
+    module : gpytorch.kernels.Kernel
+    shift, scale : array-like of shape (n_features,); scale > 0
+    outputscale : float > 0
+
+    Returns
+    -------
+    InputScaledKernel (a float64 ``gpytorch.kernels.Kernel``)
+    """
+    return _input_scaled_class()(module, shift, scale, outputscale).double().eval()
+
+
+_INPUT_SCALED = {}
+
+
+def _input_scaled_class():
+    """The ``gpytorch.kernels.Kernel`` subclass, defined on first use (gpytorch imported late)."""
+    if "class" in _INPUT_SCALED:
+        return _INPUT_SCALED["class"]
+    import gpytorch
+    import torch
+
+    class InputScaledKernel(gpytorch.kernels.Kernel):
+        """``outputscale * base((x - shift)/scale, (x' - shift)/scale)``; see ``input_scaled``."""
+
+        def __init__(self, base_kernel, shift, scale, outputscale):
+            super().__init__()
+            self.base_kernel = base_kernel
+            self.register_buffer("shift", torch.as_tensor(np.asarray(shift, dtype=np.float64)))
+            self.register_buffer("scale", torch.as_tensor(np.asarray(scale, dtype=np.float64)))
+            self.register_buffer("factor", torch.tensor(float(outputscale), dtype=torch.float64))
+
+        @property
+        def is_stationary(self) -> bool:
+            return self.base_kernel.is_stationary
+
+        def forward(self, x1, x2, diag=False, **params):
+            # __call__ (not forward) on the base: its children apply their own active_dims.
+            values = self.base_kernel(
+                (x1 - self.shift) / self.scale, (x2 - self.shift) / self.scale, diag=diag,
+                **params,
+            )
+            if not diag:
+                values = values.to_dense()
+            return self.factor * values
+
+    _INPUT_SCALED["class"] = InputScaledKernel
+    return InputScaledKernel

@@ -73,6 +73,18 @@ def radial_leaves(module, n_features: int) -> list[RadialLeaf] | None:
     import gpytorch.kernels as gk
     import torch
 
+    from gpexplain.kernels.gpytorch_adapter import _input_scaled_class
+
+    if isinstance(module, _input_scaled_class()):
+        # k((x - m)/s, (x' - m)/s): the same leaves with lengthscales l * s on their features.
+        scale = module.scale.detach().numpy()
+        inner = radial_leaves(module.base_kernel, n_features)
+        if inner is None:
+            return None
+        return [
+            RadialLeaf(leaf.dims, leaf.lengthscale * scale[leaf.dims], leaf.pole_offset)
+            for leaf in inner
+        ]
     if isinstance(module, gk.ScaleKernel | gk.AdditiveKernel | gk.ProductKernel):
         dims = getattr(module, "active_dims", None)
         # ScaleKernel copies its base kernel's active_dims and calls the base's forward on the

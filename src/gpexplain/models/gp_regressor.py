@@ -1,15 +1,20 @@
-"""``GPRegressor``: exact GP regression fitted with GPyTorch, explained in closed form.
+"""``GPRegressor``: exact GP regression fitted with GPyTorch, explained exactly.
 
 The estimator standardises X and y, fits the hyperparameters of a constant-mean GP with a
-squared-exponential kernel (ARD or isotropic, with an output scale) and Gaussian noise by
-maximising the log marginal likelihood with L-BFGS from a few seeded starting points, and
-exposes the result as an ``ExactPosterior`` in the *original* units of X and y. The ARD-SE
-kernel on standardised inputs is exactly an ARD-SE kernel on the original inputs with
-lengthscales multiplied by the column scales, so nothing is approximated by the conversion.
+kernel (squared exponential, ARD or isotropic; ARD Matern 5/2 or 3/2; ARD rational quadratic;
+each with an output scale; or any GPyTorch kernel) and Gaussian noise by maximising the log
+marginal likelihood with L-BFGS from a few seeded starting points, and exposes the result as
+an ``ExactPosterior`` in the *original* units of X and y. The conversion is exact: a kernel
+``k_s`` fitted on standardised data is ``y_std^2 k_s((x - mean)/std, (x' - mean)/std)`` in
+original units, which for the named (stationary, ARD) kernels is the same kernel with
+lengthscales multiplied by the column standard deviations and output scale by ``y_std^2``,
+and for a user-supplied GPyTorch kernel is that kernel wrapped in the input scaling
+(``gpexplain.kernels.gpytorch_adapter.input_scaled``).
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import gpytorch
@@ -20,12 +25,16 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from gpexplain._validation import as_feature_matrix, as_target
-from gpexplain.kernels import RBF
+from gpexplain.kernels import RBF, as_kernel
+from gpexplain.kernels.gpytorch_adapter import input_scaled, squared_exponential
 from gpexplain.posterior import ExactPosterior
 
 __all__ = ["FitError", "GPRegressor"]
 
-KERNELS = ("ard", "isotropic")
+KERNELS = ("ard", "isotropic")  # the squared-exponential names (shared with SparseGPRegressor)
+STATIONARY_KERNELS = ("matern52", "matern32", "rq")
+KERNEL_NAMES = KERNELS + STATIONARY_KERNELS
+_MATERN_NU = {"matern52": 2.5, "matern32": 1.5}
 OPTIMIZERS = ("lbfgs", None)
 _NOISE_LOWER_BOUND = 1e-6  # in standardised units, below scikit-learn's WhiteKernel bound 1e-5
 _DEFAULT_NOISE = 0.1  # standardised units, for the first start
@@ -39,28 +48,40 @@ class FitError(RuntimeError):
 
 
 class GPRegressor(RegressorMixin, BaseEstimator):
-    """Exact Gaussian-process regression with a squared-exponential kernel.
+    """Exact Gaussian-process regression (squared-exponential, Matern, RQ or any GPyTorch kernel).
 
-    Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)``, ``k(x, x') = variance * exp(-0.5 * sum_i
-    (x_i - x'_i)^2 / lengthscale_i^2)``, ``eps ~ N(0, noise)``. Hyperparameters maximise the
-    log marginal likelihood (L-BFGS, strong Wolfe line search, GPyTorch exact GP in float64
-    with Cholesky forced at every size).
+    Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)``, ``eps ~ N(0, noise)``; by default
+    ``k(x, x') = variance * exp(-0.5 * sum_i (x_i - x'_i)^2 / lengthscale_i^2)``.
+    Hyperparameters maximise the log marginal likelihood (L-BFGS, strong Wolfe line search,
+    GPyTorch exact GP in float64 with Cholesky forced at every size).
 
     Parameters
     ----------
-    kernel : {"ard", "isotropic"} or gx.kernels.RBF, default "ard"
-        ``"ard"``: one lengthscale per feature; ``"isotropic"``: one lengthscale for the
-        standardised features (hence per-feature lengthscales proportional to the column
-        standard deviations in original units). An ``RBF`` instance (original units) is the
-        first starting point, or the final kernel when ``optimizer=None``; a vector
-        lengthscale means ARD.
+    kernel : {"ard", "isotropic", "matern52", "matern32", "rq"}, gx.kernels.RBF or
+        gpytorch.kernels.Kernel, default "ard"
+        ``"ard"``: squared exponential with one lengthscale per feature; ``"isotropic"``: one
+        lengthscale for the standardised features (hence per-feature lengthscales
+        proportional to the column standard deviations in original units).
+        ``"matern52"``, ``"matern32"``: ARD Matern kernels (nu = 5/2, 3/2); ``"rq"``: ARD
+        rational quadratic ``(1 + r^2 / (2 alpha))^-alpha`` with its shape alpha fitted; each
+        times an output scale, fitted like the squared exponential (same standardisation,
+        restarts and bounds). An ``RBF`` instance (original units) is the first starting
+        point, or the final kernel when ``optimizer=None``; a vector lengthscale means ARD.
+        A GPyTorch kernel (e.g. sums and products of GPyTorch kernels) is copied (the
+        argument is not modified) and trained as the covariance module on the standardised
+        data, its given hyperparameters being the first start (in standardised units); its
+        random restarts draw every ``lengthscale``, ``outputscale`` and RQ ``alpha`` it
+        contains log-uniformly in [0.1, 10]. With ``optimizer=None`` it is used as given, in
+        original units. A GPyTorch ``RBFKernel`` / ``ScaleKernel(RBFKernel)`` ends up as
+        ``gx.kernels.RBF`` (closed-form explanations).
     noise : float, optional
         Noise variance in squared units of y: first starting point (or the final value when
         ``optimizer=None``). Default: 0.1 times the variance of y.
     n_restarts : int, default 3
         Additional seeded random starting points after the first.
     optimizer : {"lbfgs", None}, default "lbfgs"
-        None keeps the given hyperparameters (``kernel`` must then be an ``RBF`` instance).
+        None keeps the given hyperparameters (``kernel`` must then be an ``RBF`` instance or
+        a GPyTorch kernel).
     max_iter : int, default 200
         L-BFGS iterations per start.
     random_state : int, default 0
@@ -70,8 +91,13 @@ class GPRegressor(RegressorMixin, BaseEstimator):
     ----------
     posterior_ : ExactPosterior
         Posterior in original units; what explanations consume.
-    kernel_ : RBF
-        Fitted kernel in original units; lengthscale ``np.inf`` for constant columns.
+    kernel_ : RBF or gx.kernels.GPyTorchKernel
+        Fitted kernel in original units. ``RBF`` for the squared exponential (lengthscale
+        ``np.inf`` for constant columns); otherwise a GPyTorch kernel in ``.module``: for
+        ``"matern52"``/``"matern32"``/``"rq"`` a ``ScaleKernel`` of the ARD kernel over the
+        non-constant columns (``active_dims``) with lengthscales in the units of X, for a
+        user-supplied kernel ``input_scaled(fitted, mean, std, var_y)``, i.e.
+        ``var_y * k_fitted((x - mean)/std, (x' - mean)/std)`` (std 1 for constant columns).
     noise_ : float
         Fitted noise variance (squared units of y).
     mean_ : float
@@ -113,22 +139,37 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         self.random_state = random_state
 
     # -- fitting ------------------------------------------------------------------------
+    def _kind(self) -> str:
+        """"se", "matern52", "matern32", "rq" or "gpytorch" (a user-supplied module)."""
+        if isinstance(self.kernel, RBF):
+            return "se"
+        if isinstance(self.kernel, gpytorch.kernels.Kernel):
+            return "gpytorch"
+        if isinstance(self.kernel, str) and self.kernel in KERNEL_NAMES:
+            return "se" if self.kernel in KERNELS else self.kernel
+        raise ValueError(
+            f"unknown kernel {self.kernel!r}; use one of {KERNEL_NAMES}, a gx.kernels.RBF or "
+            "a gpytorch.kernels.Kernel."
+        )
+
     def _check_params(self) -> bool:
         """Validate constructor arguments; return whether the kernel is ARD."""
+        kind = self._kind()
         if isinstance(self.kernel, RBF):
             # A scalar lengthscale in original units is per-feature on standardised inputs:
             # kept exactly when not optimised, tied (isotropic) when optimised.
             ard = self.kernel.ard or self.optimizer is None
-        elif self.kernel in KERNELS:
-            ard = self.kernel == "ard"
         else:
-            raise ValueError(
-                f"unknown kernel {self.kernel!r}; use one of {KERNELS} or a gx.kernels.RBF."
-            )
+            ard = self.kernel != "isotropic"
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'lbfgs' or None.")
-        if self.optimizer is None and not isinstance(self.kernel, RBF):
-            raise ValueError("optimizer=None needs kernel=gx.kernels.RBF(...) with its values.")
+        if self.optimizer is None and kind not in ("gpytorch",) and not isinstance(
+            self.kernel, RBF
+        ):
+            raise ValueError(
+                "optimizer=None needs kernel=gx.kernels.RBF(...) or a GPyTorch kernel with its "
+                "values."
+            )
         if not isinstance(self.n_restarts, int | np.integer) or self.n_restarts < 0:
             raise ValueError(f"n_restarts must be an integer >= 0, got {self.n_restarts!r}.")
         if not isinstance(self.max_iter, int | np.integer) or self.max_iter < 1:
@@ -159,6 +200,93 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             )
         return starts
 
+    def _covar_module(self, kind: str, start, index: int, rng):
+        """Fresh covariance module (standardised units) set to a starting point.
+
+        SE, Matern, RQ: ``ScaleKernel`` of the ARD (or isotropic SE) kernel with the start's
+        lengthscale and output scale (RQ alpha: 1 first, log-uniform in [0.1, 10] after). A
+        user kernel: a copy, as given first, with every lengthscale, output scale and alpha
+        drawn log-uniformly in [0.1, 10] after.
+        """
+        lengthscale, outputscale, _ = start
+        if kind == "gpytorch":
+            module = copy.deepcopy(self.kernel).double()
+            if index > 0:
+                for child in module.modules():
+                    for name in ("lengthscale", "outputscale", "alpha"):
+                        current = getattr(child, name, None) if hasattr(child, f"raw_{name}") \
+                            else None
+                        if isinstance(current, torch.Tensor):
+                            drawn = np.exp(rng.uniform(np.log(0.1), np.log(10.0), current.shape))
+                            setattr(child, name, torch.as_tensor(drawn))
+            return module
+        bound = gpytorch.constraints.GreaterThan(_LENGTHSCALE_LOWER_BOUND)
+        ard_dims = len(lengthscale) if len(lengthscale) > 1 else None
+        if kind == "se":
+            base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=bound)
+        elif kind == "rq":
+            base = gpytorch.kernels.RQKernel(ard_num_dims=ard_dims, lengthscale_constraint=bound)
+        else:
+            base = gpytorch.kernels.MaternKernel(
+                nu=_MATERN_NU[kind], ard_num_dims=ard_dims, lengthscale_constraint=bound
+            )
+        module = gpytorch.kernels.ScaleKernel(base).double()
+        base.lengthscale = torch.as_tensor(lengthscale)
+        module.outputscale = torch.tensor(float(outputscale), dtype=torch.float64)
+        if kind == "rq":
+            alpha = 1.0 if index == 0 else float(np.exp(rng.uniform(np.log(0.1), np.log(10.0))))
+            base.alpha = torch.tensor(alpha, dtype=torch.float64)
+        return module
+
+    def _given_module(self, kind, start, x_mean, x_scale, y_scale):
+        """optimizer=None: the given kernel in standardised units (module, or RBF)."""
+        if kind == "gpytorch":
+            # k_s(xs, xs') = k(xs * std + mean, ...) / var_y, exactly.
+            return input_scaled(
+                copy.deepcopy(self.kernel), -x_mean / x_scale, 1.0 / x_scale, 1.0 / y_scale**2
+            )
+        # A given RBF stays an RBF: a GPyTorch round trip (softplus) would perturb its values.
+        return RBF(start[0], start[1])
+
+    def _original_units(self, kind, module, n_features, active, x_mean, x_scale, y_scale):
+        """The fitted standardised-units module as a gpexplain kernel in original units."""
+        if kind == "gpytorch":
+            if self.optimizer is None:
+                return as_kernel(copy.deepcopy(self.kernel))
+            fitted_se = squared_exponential(module)
+            if fitted_se is not None:  # closed-form explanations stay available
+                lengthscale = fitted_se._lengthscales(n_features) * x_scale
+                return RBF(lengthscale, fitted_se.variance * y_scale**2)
+            return as_kernel(input_scaled(module, x_mean, x_scale, y_scale**2))
+        if isinstance(module, RBF):
+            lengthscale, outputscale = module.lengthscale, module.variance * y_scale**2
+        else:
+            base = module.base_kernel
+            lengthscale = base.lengthscale.detach().numpy().reshape(-1)
+            outputscale = float(module.outputscale.detach()) * y_scale**2
+        if kind == "se":
+            full_lengthscale = np.full(n_features, np.inf)
+            full_lengthscale[active] = lengthscale * x_scale  # broadcasts the isotropic scalar
+            return RBF(full_lengthscale, outputscale)
+        # Matern / RQ: the same ARD kernel over the non-constant columns, lengthscales in the
+        # units of X (the standardisation shift cancels in x - x').
+        dims = None if active.size == n_features else torch.as_tensor(active)
+        if kind == "rq":
+            original = gpytorch.kernels.RQKernel(ard_num_dims=active.size, active_dims=dims)
+        else:
+            original = gpytorch.kernels.MaternKernel(
+                nu=base.nu, ard_num_dims=active.size, active_dims=dims
+            )
+        # float64 before any value is set: a float32 parameter would round it.
+        scaled = gpytorch.kernels.ScaleKernel(original).double()
+        if kind == "rq":
+            original.alpha = base.alpha.detach().clone()
+        original.lengthscale = torch.as_tensor(
+            np.broadcast_to(lengthscale, (active.size,)) * x_scale
+        )
+        scaled.outputscale = torch.tensor(outputscale, dtype=torch.float64)
+        return as_kernel(scaled)
+
     def fit(self, X, y, callback=None):
         """Fit the hyperparameters and build the posterior.
 
@@ -175,21 +303,29 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         self
         """
         ard = self._check_params()
+        kind = self._kind()
         X, names = as_feature_matrix(X, "X", min_rows=2)
         y = as_target(y, X.shape[0])
         constant = np.ptp(X, axis=0) == 0
         if constant.all():
             raise ValueError("every column of X is constant; there is nothing to learn from.")
         if constant.any():
+            consequence = (
+                "a user-supplied kernel still sees them (standardised by 1)"
+                if kind == "gpytorch"
+                else "the model ignores them (zero attribution)"
+            )
             warnings.warn(
                 "constant column(s) "
                 + ", ".join(repr(names[i]) for i in np.flatnonzero(constant))
-                + " carry no information; the model ignores them (zero attribution).",
+                + f" carry no information; {consequence}.",
                 UserWarning,
                 stacklevel=2,
             )
-        active = np.flatnonzero(~constant)
+        # A user kernel indexes columns itself (active_dims): it gets all of them.
+        active = np.arange(X.shape[1]) if kind == "gpytorch" else np.flatnonzero(~constant)
         x_mean, x_scale = X[:, active].mean(axis=0), X[:, active].std(axis=0)
+        x_scale = np.where(x_scale > 0, x_scale, 1.0)
         y_mean, y_std = float(y.mean()), float(y.std())
         y_scale = y_std if y_std > 0 else 1.0
         Xs = (X[:, active] - x_mean) / x_scale
@@ -210,16 +346,23 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             Xs, ys = Xs[distinct], ys[distinct]
 
         starts = self._starting_points(ard, X.shape[1], active, x_scale, y_scale)
+        rng = np.random.default_rng([self.random_state, 1])  # shapes of restarts, not starts
         results, self.restarts_ = [], []
         for index, start in enumerate(starts):
-            hyper = (*start, 0.0) if self.optimizer is None else _optimise(
-                Xs, ys, start, self.max_iter, callback, index, len(starts)
-            )
+            if self.optimizer is None:
+                module = self._given_module(kind, start, x_mean, x_scale, y_scale)
+                hyper = (module, start[2], 0.0)
+            else:
+                module = self._covar_module(kind, start, index, rng)
+                hyper = _optimise(
+                    Xs, ys, module, start[2], self.max_iter, callback, index, len(starts)
+                )
             lml = None
             if hyper is not None:
-                kernel = RBF(hyper[0] if ard else hyper[0][0], hyper[1])
                 try:
-                    standard = ExactPosterior(Xs, ys, kernel, hyper[2], mean=hyper[3])
+                    standard = ExactPosterior(
+                        Xs, ys, as_kernel(copy.deepcopy(hyper[0])), hyper[1], mean=hyper[2]
+                    )
                     lml = standard.log_marginal_likelihood()
                 except ValueError:  # not positive definite at these hyperparameters
                     pass
@@ -231,13 +374,11 @@ class GPRegressor(RegressorMixin, BaseEstimator):
                 "hyperparameter optimisation failed from every starting point; try "
                 "optimizer=None with a given kernel and noise, or rescale the data."
             )
-        best_lml, (lengthscale, outputscale, noise, constant_mean) = max(
-            results, key=lambda item: item[0]
-        )
+        best_lml, (module, noise, constant_mean) = max(results, key=lambda item: item[0])
 
-        full_lengthscale = np.full(X.shape[1], np.inf)
-        full_lengthscale[active] = lengthscale * x_scale  # broadcasts the isotropic scalar
-        self.kernel_ = RBF(full_lengthscale, outputscale * y_scale**2)
+        self.kernel_ = self._original_units(
+            kind, module, X.shape[1], active, x_mean, x_scale, y_scale
+        )
         self.noise_ = float(noise * y_scale**2)
         self.mean_ = float(y_mean + y_scale * constant_mean)
         self.log_marginal_likelihood_value_ = float(best_lml)
@@ -276,22 +417,20 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         return mean, np.sqrt(var)
 
 
-def _optimise(Xs, ys, start, max_iter, callback, start_index, n_starts):
+def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_starts):
     """Maximise the exact log marginal likelihood from one starting point with GPyTorch.
 
-    Returns (lengthscale array, outputscale, noise, constant mean) in standardised units, or
-    None when the optimiser produced non-finite values.
+    ``covar_module`` (standardised units) is set to the start and trained in place.
+
+    Returns (covar_module, noise, constant mean) in standardised units, or None when the
+    optimiser failed or produced non-finite values.
     """
-    lengthscale, outputscale, noise = start
     X_t = torch.as_tensor(Xs, dtype=torch.float64)
     y_t = torch.as_tensor(ys, dtype=torch.float64)
     likelihood = gpytorch.likelihoods.GaussianLikelihood(
         noise_constraint=gpytorch.constraints.GreaterThan(_NOISE_LOWER_BOUND)
     ).double()
-    model = _ExactGPModel(X_t, y_t, likelihood, ard_dims=len(lengthscale)).double()
-
-    model.covar_module.base_kernel.lengthscale = torch.as_tensor(lengthscale)
-    model.covar_module.outputscale = torch.tensor(float(outputscale))
+    model = _ExactGPModel(X_t, y_t, likelihood, covar_module).double()
     likelihood.noise = torch.tensor(float(noise))
     model.train()
     likelihood.train()
@@ -330,29 +469,25 @@ def _optimise(Xs, ys, start, max_iter, callback, start_index, n_starts):
             return None
     if callback is not None:
         callback((start_index + 1) * max_iter, n_starts * max_iter)
-    values = (
-        model.covar_module.base_kernel.lengthscale.detach().numpy().reshape(-1).copy(),
-        float(model.covar_module.outputscale.detach()),
-        float(likelihood.noise.detach().reshape(-1)[0]),
-        float(model.mean_module.constant.detach()),
-    )
-    if not all(np.all(np.isfinite(v)) for v in values):
+    noise = float(likelihood.noise.detach().reshape(-1)[0])
+    constant_mean = float(model.mean_module.constant.detach())
+    parameters = [parameter.detach() for parameter in model.covar_module.parameters()]
+    if not (
+        np.isfinite(noise)
+        and np.isfinite(constant_mean)
+        and all(bool(torch.all(torch.isfinite(value))) for value in parameters)
+    ):
         return None
-    return values
+    return model.covar_module.eval(), noise, constant_mean
 
 
 class _ExactGPModel(gpytorch.models.ExactGP):
-    """Constant mean, scaled RBF kernel (one lengthscale per dimension when ard_dims > 1)."""
+    """Constant mean and the given covariance module."""
 
-    def __init__(self, X, y, likelihood, ard_dims):
+    def __init__(self, X, y, likelihood, covar_module):
         super().__init__(X, y, likelihood)
         self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = gpytorch.kernels.ScaleKernel(
-            gpytorch.kernels.RBFKernel(
-                ard_num_dims=ard_dims if ard_dims > 1 else None,
-                lengthscale_constraint=gpytorch.constraints.GreaterThan(_LENGTHSCALE_LOWER_BOUND),
-            )
-        )
+        self.covar_module = covar_module
 
     def forward(self, x):
         return gpytorch.distributions.MultivariateNormal(
