@@ -11,7 +11,12 @@ from sklearn.datasets import load_diabetes
 
 from gpexplain.kernels import RBF
 from gpexplain.models.gp_regressor import GPRegressor
-from gpexplain.models.gpx_regressor import GPXRegressor, _log_marginal_likelihood
+from gpexplain.models.gpx_regressor import (
+    GPXRegressor,
+    _kernel_matrix,
+    _log_marginal_likelihood,
+    _squared_distances,
+)
 from tests.reference.gpx_naive import gpx_naive, gpx_weights_mpmath, se_kernel
 
 
@@ -157,17 +162,23 @@ def test_monte_carlo_of_the_generative_model():
     assert abs(sigma[d, d] - exact_cov[d, d]) / se_var < 4.5
 
 
-def test_log_marginal_likelihood_gradient_autograd_vs_finite_differences():
+@pytest.mark.parametrize("isotropic", [False, True])
+def test_log_marginal_likelihood_gradient_autograd_vs_finite_differences(isotropic):
     X, Z, y, _, _ = _problem(seed=3, n=10)
-    tensors = [torch.as_tensor(a, dtype=torch.float64) for a in (X, Z, y)]
-    point = [np.array([0.8, 1.9]), 1.4, 0.07, 0.3]
+    X_t, Z_t, y_t = (torch.as_tensor(a, dtype=torch.float64) for a in (X, Z, y))
+    # The isotropic path uses precomputed distances, the ARD path recomputes them.
+    distances = _squared_distances(X_t, torch.ones(1, dtype=torch.float64)) if isotropic else None
+    point = [np.array([0.8] if isotropic else [0.8, 1.9]), 1.4, 0.07, 0.3]
 
     def lml(values, requires_grad=False):
-        params = [
+        ell, var, w_noise, noise = (
             torch.as_tensor(v, dtype=torch.float64).requires_grad_(requires_grad)
             for v in values
-        ]
-        return _log_marginal_likelihood(*tensors, *params), params
+        )
+        K = _kernel_matrix(X_t, ell, var, distances)
+        return _log_marginal_likelihood(K, Z_t @ Z_t.T, y_t, w_noise, noise), (
+            ell, var, w_noise, noise
+        )
 
     value, params = lml(point, requires_grad=True)
     value.backward()
@@ -179,6 +190,7 @@ def test_log_marginal_likelihood_gradient_autograd_vs_finite_differences():
     )
 
     flat = np.concatenate([np.ravel(v) for v in point])
+    n_ell = point[0].size
     finite = np.empty_like(flat)
     for i in range(flat.size):
         step = 1e-6 * flat[i]
@@ -186,7 +198,7 @@ def test_log_marginal_likelihood_gradient_autograd_vs_finite_differences():
         for sign in (1.0, -1.0):
             moved = flat.copy()
             moved[i] += sign * step
-            values = [moved[:2], moved[2], moved[3], moved[4]]
+            values = [moved[:n_ell], *moved[n_ell:]]
             shifted.append(lml(values)[0].item())
         finite[i] = (shifted[0] - shifted[1]) / (2 * step)
     np.testing.assert_allclose(autograd, finite, rtol=1e-6)
@@ -219,8 +231,10 @@ def test_completeness_of_contributions_and_predictive_identities():
     assert np.min(np.linalg.eigvalsh(weights.cov)) > -1e-12 * np.max(weights.cov)
     # Means without covariances are the same means.
     no_cov = model.explain(Xq, Zq, return_cov=False)
-    assert no_cov.cov is None
+    assert no_cov.cov is None and no_cov.difference_variance is None
     np.testing.assert_array_equal(no_cov.mean, contributions.mean)
+    np.testing.assert_array_equal(no_cov.prediction, contributions.prediction)
+    np.testing.assert_array_equal(model.predict(Xq, Zq), mean)
 
 
 def test_optimizer_none_keeps_hyperparameters_exactly():
@@ -387,3 +401,19 @@ def test_constant_kernel_column_is_ignored():
     Xq_const = np.column_stack([Xq, np.linspace(-5, 5, len(Xq))])
     np.testing.assert_allclose(model.predict(Xq_const, Zq), reference.predict(Xq, Zq),
                                rtol=1e-8)
+
+
+def test_chunked_queries_equal_one_pass(monkeypatch):
+    X, Z, y, Xq, Zq = _problem(seed=12, n=20, m=7)
+    model = GPXRegressor(RBF(1.3, 0.8), 0.05, 0.1, optimizer=None).fit(X, y, Z)
+    whole = model.explain(Xq, Zq)
+    whole_mean, whole_std = model.predict(Xq, Zq, return_std=True)
+    monkeypatch.setattr(
+        "gpexplain.models.gpx_regressor.default_chunk_size", lambda *args, **kwargs: 3
+    )
+    chunked = model.explain(Xq, Zq)
+    mean, std = model.predict(Xq, Zq, return_std=True)
+    np.testing.assert_allclose(chunked.mean, whole.mean, rtol=1e-13)
+    np.testing.assert_allclose(chunked.cov, whole.cov, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(mean, whole_mean, rtol=1e-13)
+    np.testing.assert_allclose(std, whole_std, rtol=1e-12)
