@@ -147,6 +147,8 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
     cholesky_ : ndarray (n, n)
         Lower Cholesky factor of C (plus ``jitter_`` on the diagonal when it was needed).
     jitter_ : float
+    z_is_x_ : bool
+        Whether Z was X (then ``predict``/``explain`` take Z = X by default).
 
     Raises
     ------
@@ -157,6 +159,20 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
     FitError
         From ``fit``: the optimiser produced non-finite values or C was not positive
         definite.
+
+    Notes
+    -----
+    Cost: each likelihood evaluation O(n^3 + n^2 (p + d)) (one Cholesky of C and one
+    Cholesky inverse for the gradient); weight means and predictions O(n d) per point, the
+    latent predictive variance O(n^2), the weight covariance O(n^2 d + n d^2) per point. No
+    nd x nd matrix is ever formed.
+
+    Examples
+    --------
+    >>> model = GPXRegressor().fit(X_train, y_train)            # doctest: +SKIP
+    >>> contributions = model.explain(X_test)                   # doctest: +SKIP
+    >>> contributions.mean.sum(axis=1)  # equals model.predict(X_test)   # doctest: +SKIP
+    >>> weights = model.explain(X_test, what="weights")         # doctest: +SKIP
 
     References
     ----------
