@@ -22,6 +22,14 @@ Yoshikawa and Iwata (Sec. 5.2) leave the metrics under-specified; the choices ma
   ``remove`` hook.
 * **Correlations** are Pearson correlations across features at one point; a (numerically)
   constant vector has no defined correlation, and counts as 0.
+
+Example (a GP explained by integrated gradients, and GPX by its own contributions)::
+
+    reference = X_train.mean(axis=0)
+    ig = lambda X: gx.integrated_gradients(gpr, X, baseline=reference, return_cov=False)
+    faithfulness(gpr.predict, ig, X_test, reference).mean()
+    sufficiency(gpx.predict, gpx.explain, X_test, k=[1, 2, 3], reference=reference)
+    stability(lambda X: gpx.explain(X, what="weights"), X_test, epsilon=0.05)
 """
 
 from __future__ import annotations
