@@ -10,6 +10,7 @@ import torch
 
 from gpexplain import Attribution, ExactPosterior, integrated_gradients
 from gpexplain.kernels import RBF
+from tests.explain.test_quadrature_stationary import gpytorch_rbf
 
 LENGTHSCALE = np.array([0.9, 1.4, 2.0])
 VARIANCE = 1.3
@@ -461,23 +462,13 @@ def test_torch_and_pandas_queries_give_the_numpy_result(setup3):
 
 
 # -- automatic method choice -------------------------------------------------------------------
-def _gpytorch_rbf(lengthscale, outputscale=None, **kwargs):
-    base = gpytorch.kernels.RBFKernel(ard_num_dims=np.size(lengthscale), **kwargs).double()
-    base.lengthscale = torch.as_tensor(np.asarray(lengthscale, dtype=np.float64))
-    if outputscale is None:
-        return base
-    kernel = gpytorch.kernels.ScaleKernel(base).double()
-    kernel.outputscale = torch.tensor(outputscale, dtype=torch.float64)
-    return kernel
-
-
 @pytest.mark.parametrize(
     "make_kernel",
     [
         lambda: RBF(lengthscale=[0.8, 1.3], variance=1.4),
-        lambda: _gpytorch_rbf([0.8, 1.3], 1.4),
-        lambda: _gpytorch_rbf([0.8, 1.3]),
-        lambda: _gpytorch_rbf(0.9),
+        lambda: gpytorch_rbf([0.8, 1.3], 1.4),
+        lambda: gpytorch_rbf([0.8, 1.3]),
+        lambda: gpytorch_rbf(0.9),
     ],
     ids=["gx-RBF", "ScaleKernel(RBFKernel)", "RBFKernel", "isotropic RBFKernel"],
 )
@@ -498,8 +489,8 @@ def test_auto_picks_closed_form_for_squared_exponential(make_kernel):
     [
         lambda: gpytorch.kernels.MaternKernel(nu=2.5),
         lambda: gpytorch.kernels.RQKernel(),
-        lambda: _gpytorch_rbf([0.8], 1.4, active_dims=[1]),
-        lambda: _gpytorch_rbf([0.8, 1.3], 1.0) + _gpytorch_rbf([2.0, 0.7], 0.5),
+        lambda: gpytorch_rbf([0.8], 1.4, active_dims=[1]),
+        lambda: gpytorch_rbf([0.8, 1.3], 1.0) + gpytorch_rbf([2.0, 0.7], 0.5),
     ],
     ids=["matern", "rq", "rbf-active-dims", "sum-of-rbf"],
 )

@@ -47,9 +47,12 @@ def _rq(lengthscale, outputscale, alpha):
     return kernel
 
 
-def _rbf(lengthscale, outputscale):
-    base = gpytorch.kernels.RBFKernel(ard_num_dims=len(lengthscale)).double()
+def gpytorch_rbf(lengthscale, outputscale=None, **kwargs):
+    """A float64 GPyTorch RBFKernel (ARD for a vector), scaled when outputscale is given."""
+    base = gpytorch.kernels.RBFKernel(ard_num_dims=np.size(lengthscale), **kwargs).double()
     base.lengthscale = _tensor(lengthscale)
+    if outputscale is None:
+        return base
     kernel = gpytorch.kernels.ScaleKernel(base).double()
     kernel.outputscale = _tensor(outputscale)
     return kernel
@@ -71,7 +74,7 @@ def _kernels():
         ("rq", _rq([0.7, 1.3], 1.1, 0.8), [[leaf("rq", [0.7, 1.3], [0, 1], 1.1, alpha=0.8)]]),
         (
             "sum",
-            _matern(1.5, [1.0, 0.9], 0.6) + _rbf([0.5, 2.0], 0.4),
+            _matern(1.5, [1.0, 0.9], 0.6) + gpytorch_rbf([0.5, 2.0], 0.4),
             [
                 [leaf("matern32", [1.0, 0.9], [0, 1], 0.6)],
                 [leaf("se", [0.5, 2.0], [0, 1], 0.4)],
@@ -195,7 +198,7 @@ def test_matern_one_half_is_rejected():
 
 def test_non_stationary_kernel_uses_the_staggered_fallback():
     X, y = _data()
-    kernel = _rbf([1.0, 1.2], 1.0) + gpytorch.kernels.LinearKernel().double()
+    kernel = gpytorch_rbf([1.0, 1.2], 1.0) + gpytorch.kernels.LinearKernel().double()
     posterior = ExactPosterior(X, y, kernel, NOISE)
     attr = integrated_gradients(posterior, QUERIES, BASELINE)
     assert "gauss-legendre quadrature" in attr.method

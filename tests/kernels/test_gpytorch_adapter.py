@@ -9,6 +9,7 @@ import torch
 
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel, as_kernel, squared_exponential
 from gpexplain.kernels.rbf import RBF
+from tests.explain.test_quadrature_stationary import gpytorch_rbf
 
 
 def _values(module, X1, X2):
@@ -16,22 +17,12 @@ def _values(module, X1, X2):
         return module.double()(torch.as_tensor(X1), torch.as_tensor(X2)).to_dense().numpy()
 
 
-def _rbf(lengthscale, outputscale=None, **kwargs):
-    base = gpytorch.kernels.RBFKernel(ard_num_dims=np.size(lengthscale), **kwargs).double()
-    base.lengthscale = torch.as_tensor(np.asarray(lengthscale, dtype=np.float64))
-    if outputscale is None:
-        return base
-    kernel = gpytorch.kernels.ScaleKernel(base).double()
-    kernel.outputscale = torch.tensor(outputscale, dtype=torch.float64)
-    return kernel
-
-
 @pytest.mark.parametrize(
     ("module", "lengthscale", "variance"),
     [
-        (_rbf([0.7, 1.9, 3.0], 2.5), [0.7, 1.9, 3.0], 2.5),
-        (_rbf([0.7, 1.9, 3.0]), [0.7, 1.9, 3.0], 1.0),
-        (_rbf(1.3, 0.4), 1.3, 0.4),
+        (gpytorch_rbf([0.7, 1.9, 3.0], 2.5), [0.7, 1.9, 3.0], 2.5),
+        (gpytorch_rbf([0.7, 1.9, 3.0]), [0.7, 1.9, 3.0], 1.0),
+        (gpytorch_rbf(1.3, 0.4), 1.3, 0.4),
         (
             gpytorch.kernels.ScaleKernel(
                 gpytorch.kernels.RBFKernel(
@@ -64,10 +55,10 @@ def test_squared_exponential_converts_exactly(module, lengthscale, variance):
     [
         gpytorch.kernels.MaternKernel(nu=2.5),
         gpytorch.kernels.RQKernel(),
-        _rbf([0.8], 1.0, active_dims=[1]),
+        gpytorch_rbf([0.8], 1.0, active_dims=[1]),
         gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(), active_dims=[0, 2]),
         gpytorch.kernels.RBFKernel(batch_shape=torch.Size([2])),
-        _rbf([0.8, 1.0, 1.2], 1.0) + _rbf([0.3, 0.3, 0.3], 1.0),
+        gpytorch_rbf([0.8, 1.0, 1.2], 1.0) + gpytorch_rbf([0.3, 0.3, 0.3], 1.0),
         gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5)),
     ],
     ids=["matern", "rq", "active-dims", "scale-active-dims", "batch", "sum", "scaled-matern"],

@@ -6,7 +6,9 @@ is a linear functional of f, so under the GP posterior it is Gaussian. Its mean 
 feature-by-feature covariance follow from the generic formula of
 ``gpexplain.explain._gaussian_functional`` once the kernel supplies the cross term
 ``A[i, n] = attr_i k(., z_n)`` and the prior term ``P[i, j]`` (closed form for the squared
-exponential, corrected as in ERRATA; quadrature with autograd for any other kernel).
+exponential, corrected as in ERRATA; quadrature with autograd for any other kernel, chosen
+automatically). A baseline distribution (several baselines) gives the expected attribution,
+again one linear functional of f.
 """
 
 from __future__ import annotations
@@ -253,8 +255,8 @@ def integrated_gradients(
           products of them (``gpexplain.kernels.stationary.radial_leaves``): the cross term
           by a Gauss-Legendre rule graded towards each training point's closest approach to
           the path, the prior term as a single integral (``stationary_prior``); both converge
-          exponentially, and completeness (mean and variance) holds to ~1e-10 relative at
-          ``n_steps=64``;
+          exponentially: at ``n_steps=64`` completeness (mean and variance) holds to 1e-8 or
+          better (typically 1e-11) for unit-scale data;
         * any other kernel (non-stationary, e.g. linear or polynomial, or a custom one):
           Seitz's construction with the rule ``rule`` and a staggered Gauss-Legendre prior
           term (``integrated_gradient_functionals``); it converges as fast as the rule does

@@ -2,19 +2,30 @@
 
 Seitz (2022, eq. 22) approximates the path integral of integrated gradients by a Riemann sum;
 applied to the kernel, the approximation is again a linear functional of f, so the attribution
-stays Gaussian. Here the sum is generalised to any rule with nodes t_k and weights w_k on
-[0, 1]:
+stays Gaussian. Two constructions live here.
+
+**Any kernel** (``integrated_gradient_functionals``): the sum generalised to any rule with
+nodes t_k and weights w_k on [0, 1],
 
     cross[i, n] = (x_i - xt_i) sum_k w_k d/dx_i k(xt + t_k (x - xt), z_n)
     prior[i, j] = (x_i - xt_i)(x_j - xt_j) sum_k sum_l w_k w'_l d^2/dx_i dx'_j k(g_k, g'_l)
 
+Autograd cannot differentiate a kernel twice through zero distance (GPyTorch clamps squared
+distances at zero and Matern kernels take a square root), so the prior term pairs the rule's
+nodes g_k with the nodes g'_l of a Gauss-Legendre rule of a neighbouring order
+(``staggered_rule``). This converges as fast as the rule for kernels smooth everywhere, but
+only algebraically when the kernel has a kink at zero distance (Matern: the double integral
+is not smooth along t = s; ~1e-3 variance completeness gap at 64 nodes).
+
+**Stationary kernels** built from squared-exponential, Matern 3/2 and 5/2 and rational
+quadratic pieces (``gpexplain.kernels.stationary.radial_leaves``): the prior term is a single
+integral along the path (``stationary_prior``), and the cross term uses a rule graded
+towards each training point's closest approach to the path (``graded_path_rule``); both
+converge exponentially (completeness to ~1e-11 at 64 nodes). ``path_pair_prior`` gives the
+prior covariance between two paths into the same point (baseline distributions).
+
 Derivatives come from torch autograd (one backward pass for the cross term, one per feature
-for the prior term), so any kernel GPyTorch can differentiate is supported. Autograd cannot
-differentiate a kernel twice through zero distance (GPyTorch clamps squared distances at zero
-and Matern kernels take a square root), so the prior term pairs the rule's nodes g_k with
-the nodes g'_l of a Gauss-Legendre rule of a neighbouring order (``staggered_rule``): no two
-path points coincide, and the double sum still converges to the exact double integral as
-``n_steps`` grows.
+for the prior term), so any kernel GPyTorch can differentiate is supported.
 """
 
 from __future__ import annotations
@@ -27,6 +38,10 @@ __all__ = [
     "staggered_rule",
     "integrated_gradient_functionals",
     "integrated_gradient_mean",
+    "graded_path_rule",
+    "stationary_cross",
+    "stationary_prior",
+    "path_pair_prior",
 ]
 
 QUADRATURE_RULES = ("gauss-legendre", "trapezoid", "simpson", "right")
