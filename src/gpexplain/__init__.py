@@ -1,19 +1,44 @@
 """gpexplain: exact, uncertainty-aware explanations of Gaussian-process models."""
 
-from gpexplain import datasets, kernels, plot
+from gpexplain import datasets, kernels, metrics, plot
 from gpexplain.attribution import Attribution
-from gpexplain.explain import integrated_gradients
-from gpexplain.models import FitError, GPRegressor
-from gpexplain.posterior import ExactPosterior
+from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
+from gpexplain.global_attribution import GlobalShapleyValues
+from gpexplain.kernels import measures
+from gpexplain.models import (
+    AdditiveGPRegressor,
+    FitError,
+    GPRegressor,
+    GPXRegressor,
+    SparseGPRegressor,
+)
+from gpexplain.posterior import (
+    ExactPosterior,
+    VariationalPosterior,
+    from_gpytorch,
+    from_sklearn,
+)
 
 __all__ = [
+    "AdditiveGPRegressor",
     "Attribution",
     "ExactPosterior",
     "FitError",
     "GPRegressor",
+    "GPXRegressor",
+    "GlobalShapleyValues",
+    "SparseGPRegressor",
+    "VariationalPosterior",
     "datasets",
+    "from_gpytorch",
+    "from_sklearn",
+    "global_shapley_values",
+    "gradients",
     "integrated_gradients",
     "kernels",
+    "measures",
+    "metrics",
     "plot",
+    "shapley_values",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,5 +1,7 @@
 """Explanations: linear functionals of the GP posterior, returned as ``Attribution`` objects."""
 
+from gpexplain.explain.gradients import gradients
 from gpexplain.explain.integrated_gradients import integrated_gradients
+from gpexplain.explain.shapley import global_shapley_values, shapley_values
 
-__all__ = ["integrated_gradients"]
+__all__ = ["global_shapley_values", "gradients", "integrated_gradients", "shapley_values"]

@@ -1,5 +1,14 @@
 """Estimators: scikit-learn style fit/predict over GPyTorch; each builds a posterior."""
 
+from gpexplain.models.additive_gp_regressor import AdditiveGPRegressor
 from gpexplain.models.gp_regressor import FitError, GPRegressor
+from gpexplain.models.gpx_regressor import GPXRegressor
+from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
 
-__all__ = ["FitError", "GPRegressor"]
+__all__ = [
+    "AdditiveGPRegressor",
+    "FitError",
+    "GPRegressor",
+    "GPXRegressor",
+    "SparseGPRegressor",
+]
