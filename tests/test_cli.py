@@ -411,3 +411,88 @@ def test_parse_baseline():
     for spec in ("40", "-1", "first", "1e3"):
         with pytest.raises(ValueError, match="--baseline"):
             parse_baseline(spec, X)
+
+
+# -- other models --------------------------------------------------------------------------
+def _explain_small(tmp_path, small_csv, *options):
+    out = tmp_path / "out"
+    result = invoke(
+        "explain", small_csv, "--target", "y", "--rows", "0:3", "--no-holdout", "--out", out,
+        *options,
+    )
+    assert_ok(result)
+    return out, json.loads((out / "summary.json").read_text())
+
+
+def test_sparse_model_closed_form_ig(tmp_path, small_csv):
+    out, summary = _explain_small(tmp_path, small_csv, "--model", "sparse", "--n-inducing", "8")
+    assert summary["model"] == "sparse" and summary["kernel"] == "ard"
+    assert "closed form" in summary["method"]
+    assert summary["completeness_gap"]["mean"] < 1e-8
+    assert summary["completeness_gap"]["variance"] < 1e-8
+    assert set(summary["hyperparameters"]["lengthscales"]) == {"a", "b", "c"}
+
+
+def test_matern_kernel_is_explained_by_quadrature(tmp_path, small_csv, single_start):
+    out, summary = _explain_small(tmp_path, small_csv, "--kernel", "matern52")
+    assert summary["kernel"] == "matern52"
+    assert "quadrature" in summary["method"]
+    assert summary["completeness_gap"]["mean"] < 1e-8
+
+
+def test_additive_model_writes_global_shapley(tmp_path, small_csv):
+    out, summary = _explain_small(tmp_path, small_csv, "--model", "additive")
+    assert "Shapley" in summary["method"] or "shapley" in summary["method"]
+    assert (out / "global_shapley.png").stat().st_size > 0
+    shapley = summary["global_shapley"]
+    assert set(shapley["values"]) == {"a", "b", "c"}
+    total = sum(shapley["values"].values())
+    assert abs(total - shapley["total_variance"]) < 1e-8 * max(1.0, shapley["total_variance"])
+    assert summary["baseline"]["spec"] == "base value"
+    assert summary["completeness_gap"]["mean"] < 1e-8
+    # b drives y linearly over a wide range; c is noise.
+    assert shapley["values"]["b"] > shapley["values"]["c"]
+
+
+def test_additive_model_with_integrated_gradients(tmp_path, small_csv):
+    out, summary = _explain_small(tmp_path, small_csv, "--model", "additive", "--method", "ig")
+    assert "integrated gradients" in summary["method"]
+    assert summary["baseline"]["spec"] == "mean"
+    assert summary["completeness_gap"]["mean"] < 1e-8
+
+
+def test_gpx_model_writes_weights(tmp_path, small_csv):
+    out, summary = _explain_small(tmp_path, small_csv, "--model", "gpx")
+    assert summary["method"] == "GPX contributions"
+    assert summary["hyperparameters"]["weight_noise"] > 0
+    weights = pd.read_csv(out / "weights.csv")
+    assert list(weights.columns) == [c if c != "attribution" else "weight" for c in CSV_COLUMNS]
+    contributions = pd.read_csv(out / "attributions.csv")
+    # A contribution is the weight times the feature value.
+    np.testing.assert_allclose(
+        contributions["attribution"], weights["weight"] * weights["value"], rtol=1e-10, atol=1e-12
+    )
+    assert summary["completeness_gap"]["mean"] < 1e-8
+
+
+@pytest.mark.parametrize(
+    ("options", "fragments"),
+    [
+        (["--model", "forest"], ["unknown --model", "'forest'"]),
+        (["--method", "lime"], ["unknown --method", "'lime'"]),
+        (["--method", "shapley"], ["--method shapley does not apply to --model exact"]),
+        (["--model", "gpx", "--method", "ig"], ["does not apply to --model gpx"]),
+        (["--model", "gpx", "--kernel", "matern32"], ["whose kernel is its own"]),
+        (["--model", "sparse", "--kernel", "rq"], ["supports --kernel ard, isotropic"]),
+        (["--n-inducing", "5"], ["--n-inducing applies to --model sparse only"]),
+        (["--model", "sparse", "--n-inducing", "0"], ["--n-inducing must be a positive"]),
+        (["--model", "additive", "--baseline", "median"], ["--baseline applies to integrated"]),
+    ],
+)
+def test_bad_model_options_exit_2(options, fragments, tmp_path, small_csv):
+    result = invoke("explain", small_csv, "--target", "y", "--out", tmp_path / "o", *options)
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip()
+    assert message.startswith("Error: ") and "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)

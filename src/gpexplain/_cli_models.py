@@ -29,14 +29,14 @@ METHODS = ("auto", "ig", "shapley")
 DEFAULT_N_INDUCING = 256
 DEFAULT_N_FREQUENCIES = 500
 
-# Per model: kernels accepted, explanation methods accepted (the first is what "auto" means),
-# and whether --baseline applies.
+# Per model: the kernels --kernel may choose, or (a string) the one kernel the model defines
+# itself; and the explanation methods accepted (the first is what "auto" means).
 _KERNELS_OF = {
     "exact": KERNELS,
     "sparse": ("ard", "isotropic"),
-    "random-features": ("ard",),
-    "additive": ("ard",),
-    "gpx": ("ard",),
+    "random-features": "random Fourier features of an ARD squared exponential",
+    "additive": "orthogonal additive (squared-exponential components)",
+    "gpx": "squared exponential over the local linear weights",
 }
 _METHODS_OF = {
     "exact": ("ig",),
@@ -59,6 +59,12 @@ class Choice:
     options: dict = field(default_factory=dict)
 
     @property
+    def kernel_label(self) -> str:
+        """The kernel as reported: the --kernel choice, or the model's own kernel."""
+        own = _KERNELS_OF[self.model]
+        return own if isinstance(own, str) else self.kernel
+
+    @property
     def uses_baseline(self) -> bool:
         """Integrated gradients need a baseline; Shapley values and GPX weights do not."""
         return self.method == "ig"
@@ -76,15 +82,15 @@ def check_choice(model: str, kernel: str, method: str, seed: int, n_inducing: in
     model = _one_of(model, MODELS, "--model")
     kernel = _one_of(kernel, KERNELS, "--kernel")
     method = _one_of(method, METHODS, "--method")
-    if kernel not in _KERNELS_OF[model]:
-        if len(_KERNELS_OF[model]) == 1:
+    kernels = _KERNELS_OF[model]
+    if isinstance(kernels, str):
+        if kernel != "ard":
             raise ValueError(
-                f"--kernel {kernel} does not apply to --model {model}, which chooses its own "
-                "kernel; leave --kernel at its default"
+                f"--kernel {kernel} does not apply to --model {model}, whose kernel is its own "
+                f"({kernels}); leave --kernel at its default"
             )
-        raise ValueError(
-            f"--model {model} supports --kernel {', '.join(_KERNELS_OF[model])}, not {kernel}"
-        )
+    elif kernel not in kernels:
+        raise ValueError(f"--model {model} supports --kernel {', '.join(kernels)}, not {kernel}")
     methods = _METHODS_OF[model]
     if method == "auto":
         method = methods[0]
@@ -182,4 +188,9 @@ def hyperparameters(model, names: list[str]) -> dict:
         if value is not None:
             report[name] = float(value)
     report["units"] = "original units of X and y; noise and variance are variances"
+    if "weight_noise" in report:
+        report["units"] += (
+            "; GPX variance and weight_noise are in squared weight units "
+            "((units of y per unit of the feature)^2)"
+        )
     return report

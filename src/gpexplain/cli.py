@@ -281,7 +281,7 @@ def _run(
         # Jitter notices while the optimiser explores: internal to fitting, not about the data.
         warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
         task = progress.add_task(
-            f"Fitting {choice.model} GP ({choice.kernel}, {len(X)} rows)", total=None
+            f"Fitting {choice.model} GP ({choice.kernel_label}, {len(X)} rows)", total=None
         )
         start = time.perf_counter()
         try:
@@ -398,7 +398,7 @@ def _summary(
         "target": target,
         "feature_names": names,
         "model": choice.model,
-        "kernel": choice.kernel,
+        "kernel": choice.kernel_label,
         "seed": choice.seed,
         "hyperparameters": _cli_models.hyperparameters(model, names),
         "constant_features": list(getattr(model, "constant_features_", [])),
