@@ -216,6 +216,30 @@ def test_stability_with_separate_z_uses_x_for_the_ball_and_z_for_the_ratio():
     np.testing.assert_allclose(values, [2.5, 2.5, 0.0], rtol=1e-12)
 
 
+def test_stability_standardized_hand_value_and_invariance():
+    X = np.array([[0.0, 0.0], [0.04, 0.0]])
+    # Standardised across features, (1, 0) becomes (1, -1) and (0, 1) becomes (-1, 1):
+    # ||difference|| = 2 sqrt(2), divided by ||dx|| = 0.04.
+    phi = np.array([[1.0, 0.0], [0.0, 1.0]])
+    values = stability(lambda X: phi, X, standardize=True)
+    np.testing.assert_allclose(values, 2.0 * np.sqrt(2.0) / 0.04, rtol=1e-12)
+    # A positive scale and a shift per point change nothing after standardisation.
+    rng = np.random.default_rng(6)
+    Y = rng.normal(scale=0.01, size=(6, 3))
+    attributions = rng.normal(size=(6, 3))
+    scale, shift = rng.uniform(0.5, 3.0, size=(6, 1)), rng.normal(size=(6, 1))
+    base = stability(lambda X: attributions, Y, standardize=True)
+    moved = stability(lambda X: scale * attributions + shift, Y, standardize=True)
+    np.testing.assert_allclose(moved, base, rtol=1e-12)
+    assert np.all(base > 0)
+    # Without standardisation the same change of scale does change the score.
+    assert not np.allclose(stability(lambda X: scale * attributions, Y), stability(
+        lambda X: attributions, Y))
+    # Constant vectors standardise to zeros: identical after standardisation, score 0.
+    flat = stability(lambda X: np.arange(6.0)[:, None] * np.ones((6, 3)), Y, standardize=True)
+    np.testing.assert_array_equal(flat, 0.0)
+
+
 # -- completeness -------------------------------------------------------------------------
 def test_completeness_of_true_contributions_and_of_weights():
     X = data(n=6)

@@ -329,7 +329,9 @@ def sufficiency(predict, explainer, X, k, reference=None, *, remove=None):
     return float(scores[0]) if scalar else scores
 
 
-def stability(explainer, X, epsilon: float = 0.05, *, return_counts: bool = False):
+def stability(
+    explainer, X, epsilon: float = 0.05, *, standardize: bool = False, return_counts: bool = False
+):
     """Local Lipschitz stability of attributions over neighbouring points (eq. 19).
 
     Yoshikawa and Iwata (2021), eq. 19, after Alvarez-Melis and Jaakkola (2018):
@@ -340,7 +342,9 @@ def stability(explainer, X, epsilon: float = 0.05, *, return_counts: bool = Fals
     where ``m`` is the number of columns of ``x``. Lower is better; global (constant)
     attributions score 0. The paper applies it to the local *weights* ``w`` (pass an explainer
     returning weights, e.g. ``GPXRegressor.explain(..., what="weights")``); any attribution
-    works.
+    works. The paper's ``w`` are "standardized estimated weights"; ``standardize=True`` reads
+    this as standardising each point's vector across its features (mean 0, standard
+    deviation 1), which makes the score independent of each method's scale.
 
     Choices where the paper is silent:
 
@@ -359,6 +363,10 @@ def stability(explainer, X, epsilon: float = 0.05, *, return_counts: bool = Fals
         denominator the last.
     epsilon : float, default 0.05
         Radius of the ball in units of ``X`` per column (the paper's 0.05 on standardised X).
+    standardize : bool, default False
+        Standardise each point's attribution vector across features first (population
+        standard deviation; a constant vector becomes zeros). The score is then invariant to
+        a positive scale and a shift of each vector.
     return_counts : bool, default False
         Also return the number of neighbours of each point.
 
@@ -378,6 +386,11 @@ def stability(explainer, X, epsilon: float = 0.05, *, return_counts: bool = Fals
         raise ValueError(f"epsilon must be a positive radius, got {epsilon!r}.")
     inputs = _as_inputs(X)
     phi = _attributions(explainer, inputs)
+    if standardize:
+        centred = phi - phi.mean(axis=1, keepdims=True)
+        spread = centred.std(axis=1, keepdims=True)
+        constant = _is_constant(phi)[:, None]
+        phi = np.where(constant, 0.0, centred / np.where(constant, 1.0, spread))
     x, z = inputs[0], inputs[-1]
     if z.shape[1] != phi.shape[1]:
         raise ValueError(
