@@ -135,6 +135,14 @@ def test_removal_changes_x_and_z_by_default():
     trivial = faithfulness(gpx_like_predict, gpx_like_contributions, (x, z), remove=z_only)
     np.testing.assert_allclose(trivial, [1.0], atol=1e-12)
 
+    def in_place(inputs, mask):  # a hook that edits its arguments must not leak the edit
+        for array in inputs:
+            array[mask] = 0.0
+        return inputs
+
+    edited = faithfulness(gpx_like_predict, gpx_like_contributions, (x, z), remove=in_place)
+    np.testing.assert_allclose(edited, score, rtol=1e-12)
+
 
 def test_attribution_object_is_accepted():
     X = data(n=5)

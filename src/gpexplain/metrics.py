@@ -113,7 +113,9 @@ def _removal(reference, remove, inputs: tuple[np.ndarray, ...], n_features: int)
             raise TypeError(f"remove must be a callable remove(inputs, mask), got {remove!r}.")
 
         def apply_hook(mask):
-            result = remove(inputs, mask.copy())
+            # Copies: a hook that edits its arguments in place must not corrupt the original
+            # points, which every later removal starts from.
+            result = remove(tuple(array.copy() for array in inputs), mask.copy())
             arrays = result if isinstance(result, tuple | list) else (result,)
             arrays = tuple(np.asarray(to_numpy(a), dtype=np.float64) for a in arrays)
             if len(arrays) != len(inputs) or any(
