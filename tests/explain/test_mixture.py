@@ -9,6 +9,7 @@ import pytest
 
 from gpexplain.attribution import Attribution
 from gpexplain.explain._mixture import mixture_attribution
+from gpexplain.explain.gradients import gradients
 from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
@@ -116,3 +117,27 @@ def test_errors():
     with pytest.raises(ValueError, match="feature names"):
         mixture_attribution([a, renamed])
     assert isinstance(mixture_attribution([a, b], [0.5, 0.5]), Attribution)
+
+
+def test_gradients_of_a_mixture_posterior_combine_the_components():
+    """``gradients`` on a MixturePosterior equals mixture_attribution of per-component runs."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 2))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1]
+    components = [
+        RandomFeaturePosterior(
+            X, y, RandomFeatureKernel.from_rbf(RBF([1.0, 1.5]), 30, random_state=seed), 0.05
+        )
+        for seed in range(3)
+    ]
+    weights = [0.2, 0.3, 0.5]
+    mixture = MixturePosterior(components, weights)
+    Xq = rng.normal(size=(4, 2))
+    combined = gradients(mixture, Xq)
+    parts = [gradients(c, Xq) for c in components]
+    expected = mixture_attribution(parts, weights)
+    np.testing.assert_allclose(combined.mean, expected.mean, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(combined.cov, expected.cov, rtol=1e-12, atol=1e-14)
+    # The between-component spread makes the mixture covariance exceed the average one.
+    average = sum(w * part.cov for w, part in zip(weights, parts, strict=True))
+    assert np.all(np.linalg.eigvalsh(combined.cov - average) > -1e-12)

@@ -26,6 +26,7 @@ import numpy as np
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.explain._gaussian_functional import functional_posterior
+from gpexplain.explain._mixture import explains_mixtures
 from gpexplain.explain.integrated_gradients import resolve_baseline
 from gpexplain.kernels.derivatives import gradient_cross, gradient_prior
 from gpexplain.parallel import default_chunk_size, map_chunks
@@ -34,6 +35,7 @@ from gpexplain.posterior import as_posterior
 __all__ = ["gradients"]
 
 
+@explains_mixtures
 def gradients(
     model_or_posterior,
     X,

@@ -152,8 +152,11 @@ class Posterior(ABC):
         return np.maximum(prior - reduction, 0.0)
 
 
-def as_posterior(model_or_posterior) -> Posterior:
+def as_posterior(model_or_posterior):
     """Return the posterior of a fitted estimator (its ``posterior_``) or the posterior itself.
+
+    A posterior is a ``Posterior`` (representer form) or a ``MixturePosterior`` (moments of a
+    mixture of them, which explanations handle component by component).
 
     Raises
     ------
@@ -162,7 +165,9 @@ def as_posterior(model_or_posterior) -> Posterior:
     ValueError
         An estimator that has not been fitted.
     """
-    if isinstance(model_or_posterior, Posterior):
+    from gpexplain.posterior.mixture import MixturePosterior  # it builds on this module
+
+    if isinstance(model_or_posterior, Posterior | MixturePosterior):
         return model_or_posterior
     if hasattr(model_or_posterior, "explain") and not hasattr(model_or_posterior, "posterior_"):
         # GPX: its explanations are its own local linear weights, not functionals of f.
