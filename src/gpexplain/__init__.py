@@ -10,10 +10,13 @@ from gpexplain.models import (
     FitError,
     GPRegressor,
     GPXRegressor,
+    RandomFeatureGPRegressor,
     SparseGPRegressor,
 )
 from gpexplain.posterior import (
     ExactPosterior,
+    MixturePosterior,
+    RandomFeaturePosterior,
     VariationalPosterior,
     from_gpytorch,
     from_sklearn,
@@ -27,6 +30,9 @@ __all__ = [
     "GPRegressor",
     "GPXRegressor",
     "GlobalShapleyValues",
+    "MixturePosterior",
+    "RandomFeatureGPRegressor",
+    "RandomFeaturePosterior",
     "SparseGPRegressor",
     "VariationalPosterior",
     "datasets",

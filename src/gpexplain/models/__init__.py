@@ -3,6 +3,7 @@
 from gpexplain.models.additive_gp_regressor import AdditiveGPRegressor
 from gpexplain.models.gp_regressor import FitError, GPRegressor
 from gpexplain.models.gpx_regressor import GPXRegressor
+from gpexplain.models.random_feature_gp_regressor import RandomFeatureGPRegressor
 from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
 
 __all__ = [
@@ -10,5 +11,6 @@ __all__ = [
     "FitError",
     "GPRegressor",
     "GPXRegressor",
+    "RandomFeatureGPRegressor",
     "SparseGPRegressor",
 ]
