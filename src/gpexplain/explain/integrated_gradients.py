@@ -234,7 +234,9 @@ def integrated_gradients(
     term ``(1/B^2) sum_{b,b'} P_{b,b'}``, where the two-path terms ``P_{b,b'}`` (b != b') are
     computed by Gauss-Legendre quadrature (``path_pair_prior``) for every kernel. Completeness
     then reads ``mean.sum(1) == prediction - mean_b f(xt_b)`` and ``cov.sum((1, 2)) ==
-    Var[f(x) - mean_b f(xt_b)]``.
+    Var[f(x) - mean_b f(xt_b)]``. The covariance costs ``B (B - 1) / 2`` two-path terms of
+    ``2 n_steps^2`` kernel Hessians each per point: keep background samples small (tens), or
+    pass ``return_cov=False`` (the mean costs B single-baseline means).
 
     Parameters
     ----------
