@@ -496,3 +496,12 @@ def test_bad_model_options_exit_2(options, fragments, tmp_path, small_csv):
     assert message.startswith("Error: ") and "\n" not in message, message
     for fragment in fragments:
         assert fragment in message, (fragment, message)
+
+
+def test_random_feature_model_closed_form_ig(tmp_path, small_csv):
+    out, summary = _explain_small(tmp_path, small_csv, "--model", "random-features")
+    assert summary["model"] == "random-features"
+    assert "random Fourier" in summary["kernel"]
+    assert "closed form" in summary["method"]
+    assert summary["completeness_gap"]["mean"] < 1e-8
+    assert summary["completeness_gap"]["variance"] < 1e-8
