@@ -106,7 +106,10 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         Optimum on the standardised targets (scikit-learn's ``normalize_y=True`` convention),
         over the distinct rows (exact duplicate rows are fitted once, with a warning).
     restarts_ : list of dict
-        Log marginal likelihood reached from each starting point.
+        Log marginal likelihood reached from each starting point, and ``stopped_early``:
+        whether the optimiser raised (e.g. a kernel matrix not positive definite in a line
+        search, typical of nearly noise-free data) and the start kept the best point it had
+        evaluated.
     constant_features_ : list of str
         Columns that were constant in the training data; the kernel ignores them, so their
         attributions are exactly zero.
@@ -351,7 +354,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         for index, start in enumerate(starts):
             if self.optimizer is None:
                 module = self._given_module(kind, start, x_mean, x_scale, y_scale)
-                hyper = (module, start[2], 0.0)
+                hyper = (module, start[2], 0.0, False)
             else:
                 module = self._covar_module(kind, start, index, rng)
                 hyper = _optimise(
@@ -366,7 +369,11 @@ class GPRegressor(RegressorMixin, BaseEstimator):
                     lml = standard.log_marginal_likelihood()
                 except ValueError:  # not positive definite at these hyperparameters
                     pass
-            self.restarts_.append({"start": index, "log_marginal_likelihood": lml})
+            self.restarts_.append({
+                "start": index,
+                "log_marginal_likelihood": lml,
+                "stopped_early": None if hyper is None else hyper[3],
+            })
             if lml is not None:
                 results.append((lml, hyper))
         if not results:
@@ -374,7 +381,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
                 "hyperparameter optimisation failed from every starting point; try "
                 "optimizer=None with a given kernel and noise, or rescale the data."
             )
-        best_lml, (module, noise, constant_mean) = max(results, key=lambda item: item[0])
+        best_lml, (module, noise, constant_mean, _) = max(results, key=lambda item: item[0])
 
         self.kernel_ = self._original_units(
             kind, module, X.shape[1], active, x_mean, x_scale, y_scale
@@ -422,8 +429,10 @@ def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_st
 
     ``covar_module`` (standardised units) is set to the start and trained in place.
 
-    Returns (covar_module, noise, constant mean) in standardised units, or None when the
-    optimiser failed or produced non-finite values.
+    Returns (covar_module, noise, constant mean, stopped_early) in standardised units, or
+    None when the optimiser failed before any evaluation or produced non-finite values.
+    ``stopped_early``: the optimiser raised (e.g. a matrix not positive definite in a line
+    search) and the best point it had evaluated is returned.
     """
     X_t = torch.as_tensor(Xs, dtype=torch.float64)
     y_t = torch.as_tensor(ys, dtype=torch.float64)
@@ -445,12 +454,16 @@ def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_st
         history_size=20,
     )
     evaluations = [0]
+    best = {"loss": np.inf}
 
     def closure():
         optimizer.zero_grad()
         loss = -objective(model(X_t), y_t)
         loss.backward()
         evaluations[0] += 1
+        if float(loss.detach()) < best["loss"]:  # the point the loss was evaluated at
+            best["loss"] = float(loss.detach())
+            best["state"] = copy.deepcopy(model.state_dict())
         if callback is not None:
             step = start_index * max_iter + min(evaluations[0], max_iter)
             callback(step, n_starts * max_iter)
@@ -463,10 +476,16 @@ def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_st
     ):
         # Jitter added during line searches far from the optimum is expected, not news.
         warnings.simplefilter("ignore", category=NumericalWarning)
+        stopped_early = False
         try:
             optimizer.step(closure)
-        except (RuntimeError, ValueError):  # e.g. NotPSDError far from the optimum
-            return None
+        except (RuntimeError, ValueError):  # e.g. NotPSDError in a line search
+            # Nearly noise-free data drive a smooth kernel towards a singular K; keep the
+            # best positive-definite point reached instead of discarding the start.
+            if "state" not in best:
+                return None
+            model.load_state_dict(best["state"])
+            stopped_early = True
     if callback is not None:
         callback((start_index + 1) * max_iter, n_starts * max_iter)
     noise = float(likelihood.noise.detach().reshape(-1)[0])
@@ -478,7 +497,7 @@ def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_st
         and all(bool(torch.all(torch.isfinite(value))) for value in parameters)
     ):
         return None
-    return model.covar_module.eval(), noise, constant_mean
+    return model.covar_module.eval(), noise, constant_mean, stopped_early
 
 
 class _ExactGPModel(gpytorch.models.ExactGP):
