@@ -13,6 +13,8 @@ again one linear functional of f.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import pandas as pd
 
@@ -132,7 +134,6 @@ class _PathFunctionals:
 
     def __init__(self, kernel, Z: np.ndarray, method: str, rule: str, n_steps: int):
         self.kernel, self.Z, self.n_steps = kernel, Z, n_steps
-        self.torch_kernel = kernel.torch_kernel(Z.shape[1])
         self.leaves = self.pair_leaves = None
         if method == "closed-form":
             self.scheme = "closed-form"
@@ -147,6 +148,11 @@ class _PathFunctionals:
         else:
             self.scheme = "plain"
             self.label = f"{rule} quadrature, n_steps={n_steps}"
+
+    @cached_property
+    def torch_kernel(self):
+        """The GPyTorch kernel for autograd (not built when the closed form suffices)."""
+        return self.kernel.torch_kernel(self.Z.shape[1])
 
     def nodes_per_point(self, n_baselines: int) -> int:
         """(n_train, n_features) slabs one point needs (for chunking)."""
