@@ -29,15 +29,19 @@ class Attribution:
         The explained points, in their original units.
     prediction : ndarray (n_points,)
         Posterior mean of the latent function at each point.
-    baseline : ndarray (n_features,) or None
-        Reference point of baseline methods (integrated gradients); None for methods without.
+    baseline : ndarray (n_features,) or (n_baselines, n_features) or None
+        Reference point of baseline methods (integrated gradients), or the points of a
+        baseline distribution; None for methods without one (Shapley values, GPX).
     baseline_prediction : float or None
-        Posterior mean at the baseline.
+        Posterior mean at the baseline (averaged over a baseline distribution); for methods
+        without a baseline, the base value the attributions complete to (Shapley values:
+        v(empty); GPX: 0), or None when there is none (gradients).
     feature_names : list of str
     method : str
         What was computed, e.g. ``"integrated_gradients (closed form)"``.
     difference_variance : ndarray (n_points,) or None
-        Posterior ``Var[f(x) - f(baseline)]``; completeness requires ``1^T cov 1`` to equal it.
+        Posterior ``Var[f(x) - mean_b f(baseline_b)]`` (or of ``f(x)`` minus the base value);
+        completeness requires ``1^T cov 1`` to equal it.
     """
 
     mean: np.ndarray

@@ -141,3 +141,29 @@ def test_gradients_of_a_mixture_posterior_combine_the_components():
     # The between-component spread makes the mixture covariance exceed the average one.
     average = sum(w * part.cov for w, part in zip(weights, parts, strict=True))
     assert np.all(np.linalg.eigvalsh(combined.cov - average) > -1e-12)
+
+
+def test_integrated_gradients_of_a_mixture_with_a_baseline_distribution():
+    """Direct call on a MixturePosterior = combination of component runs; still complete."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(40, 2))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=40)
+    components = [
+        RandomFeaturePosterior(
+            X, y, RandomFeatureKernel.from_rbf(RBF([1.0, 1.5]), 30, random_state=seed), 0.05
+        )
+        for seed in range(3)
+    ]
+    mixture = MixturePosterior(components)
+    Xq, baselines = rng.normal(size=(4, 2)), rng.normal(size=(3, 2))
+    combined = integrated_gradients(mixture, Xq, baseline=baselines)
+    parts = [integrated_gradients(c, Xq, baseline=baselines) for c in components]
+    expected = mixture_attribution(parts)
+    np.testing.assert_allclose(combined.mean, expected.mean, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(combined.cov, expected.cov, rtol=1e-12, atol=1e-14)
+    gaps = combined.completeness_gap()
+    assert gaps["mean"] < 1e-10 and gaps["variance"] < 1e-10
+    # The mixture's difference variance is its own computation (law of total variance).
+    np.testing.assert_allclose(
+        combined.difference_variance, mixture.difference_variance(Xq, baselines), rtol=1e-12
+    )

@@ -21,6 +21,7 @@ import pandas as pd
 from gpexplain._validation import check_finite_result, to_numpy
 from gpexplain.attribution import Attribution
 from gpexplain.explain._gaussian_functional import functional_posterior
+from gpexplain.explain._mixture import explains_mixtures
 from gpexplain.explain.quadrature import (
     QUADRATURE_RULES,
     integrated_gradient_functionals,
@@ -193,24 +194,7 @@ class _PathFunctionals:
         return path_pair_prior(self.torch_kernel, X, xt_a, xt_b, self.n_steps, self.pair_leaves)
 
 
-def _expected_difference_variance(posterior, X: np.ndarray, baselines: np.ndarray) -> np.ndarray:
-    """Posterior ``Var[f(x) - mean_b f(xt_b)]`` per row of X, shape (n_points,).
-
-    ``= c(x, x) - (2/B) sum_b c(x, xt_b) + (1/B^2) sum_{b,b'} c(xt_b, xt_b')`` with c the
-    posterior covariance, written as prior minus the quadratic form of the averaged cross
-    vector ``k(x, Z) - mean_b k(xt_b, Z)``.
-    """
-    kernel, Z = posterior.kernel, posterior.train_inputs
-    prior = (
-        kernel.diag(X)
-        - 2.0 * kernel(X, baselines).mean(axis=1)
-        + kernel(baselines, baselines).mean()
-    )
-    cross = kernel(X, Z) - kernel(baselines, Z).mean(axis=0)[None, :]
-    reduction = posterior.quadratic_form(cross[:, None, :])[:, 0, 0]
-    return np.maximum(prior - reduction, 0.0)
-
-
+@explains_mixtures
 def integrated_gradients(
     model_or_posterior,
     X,
@@ -328,13 +312,7 @@ def integrated_gradients(
     mean, cov = map_chunks(explain_block, X, chunk_size)
     prediction = posterior.predict_mean(X)
     baseline_prediction = float(np.mean(posterior.predict_mean(baselines)))
-    difference_variance = None
-    if return_cov:
-        difference_variance = (
-            posterior.difference_variance(X, baselines[0])
-            if n_baselines == 1
-            else _expected_difference_variance(posterior, X, baselines)
-        )
+    difference_variance = posterior.difference_variance(X, baselines) if return_cov else None
     check_finite_result("integrated_gradients", mean, cov)
     label = f"integrated gradients ({functionals.label})"
     if n_baselines > 1:

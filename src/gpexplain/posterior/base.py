@@ -136,18 +136,23 @@ class Posterior(ABC):
         return mean, var
 
     def difference_variance(self, X, baseline: np.ndarray) -> np.ndarray:
-        """Posterior ``Var[f(x) - f(baseline)]`` for each row of X, shape (n_points,).
+        """Posterior ``Var[f(x) - mean_b f(xt_b)]`` for each row of X, shape (n_points,).
 
-        This is what ``1^T Cov(attributions) 1`` must equal (completeness of the covariance).
+        ``baseline`` is one point (n_features,) or a baseline distribution
+        (n_baselines, n_features). This is what ``1^T Cov(attributions) 1`` must equal
+        (completeness of the covariance). Computed as the prior variance of the difference
+        minus the quadratic form of the averaged cross vector ``k(x, Z) - mean_b k(xt_b, Z)``.
         """
         X = self.check_inputs(X)
-        base = baseline[None, :]
+        baselines = np.atleast_2d(baseline)
         prior = (
             self.kernel.diag(X)
-            + self.kernel.diag(base)[0]
-            - 2.0 * self.kernel(X, base)[:, 0]
+            - 2.0 * self.kernel(X, baselines).mean(axis=1)
+            + self.kernel(baselines, baselines).mean()
         )
-        cross = self.kernel(X, self.train_inputs) - self.kernel(base, self.train_inputs)
+        cross = self.kernel(X, self.train_inputs) - self.kernel(
+            baselines, self.train_inputs
+        ).mean(axis=0)[None, :]
         reduction = self.quadratic_form(cross[:, None, :])[:, 0, 0]
         return np.maximum(prior - reduction, 0.0)
 

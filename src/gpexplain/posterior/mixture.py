@@ -188,15 +188,16 @@ class MixturePosterior:
         return mean, cov
 
     def difference_variance(self, X, baseline: np.ndarray) -> np.ndarray:
-        """Mixture ``Var[f(x) - f(baseline)]`` per row of X, shape (n_points,).
+        """Mixture ``Var[f(x) - mean_b f(xt_b)]`` per row of X, shape (n_points,).
 
-        ``sum_r w_r Var_r[f(x) - f(xt)] + sum_r w_r (d_r - d)^2`` with ``d_r = m_r(x) -
-        m_r(xt)``: what ``1^T Cov(attributions) 1`` of the mixture attribution equals.
+        ``baseline`` is (n_features,) or (n_baselines, n_features).
+        ``sum_r w_r Var_r[f(x) - mean_b f(xt_b)] + sum_r w_r (d_r - d)^2`` with ``d_r = m_r(x) -
+        mean_b m_r(xt_b)``: what ``1^T Cov(attributions) 1`` of the mixture attribution equals.
         """
         X = self.check_inputs(X)
-        base = np.asarray(baseline, dtype=np.float64)[None, :]
+        baselines = np.atleast_2d(np.asarray(baseline, dtype=np.float64))
         differences = np.stack(
-            [c.predict_mean(X) - c.predict_mean(base)[0] for c in self.components]
+            [c.predict_mean(X) - c.predict_mean(baselines).mean() for c in self.components]
         )
-        variances = np.stack([c.difference_variance(X, baseline) for c in self.components])
+        variances = np.stack([c.difference_variance(X, baselines) for c in self.components])
         return mixture_moments(self.weights, differences, variances)[1]
