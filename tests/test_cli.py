@@ -436,6 +436,8 @@ def test_sparse_model_closed_form_ig(tmp_path, small_csv):
 def test_matern_kernel_is_explained_by_quadrature(tmp_path, small_csv, single_start):
     out, summary = _explain_small(tmp_path, small_csv, "--kernel", "matern52")
     assert summary["kernel"] == "matern52"
+    assert summary["hyperparameters"]["kernel"] == "ScaleKernel(MaternKernel(nu=2.5))"
+    assert all(v > 0 for v in summary["hyperparameters"]["lengthscales"].values())
     assert "quadrature" in summary["method"]
     assert summary["completeness_gap"]["mean"] < 1e-8
 

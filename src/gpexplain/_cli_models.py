@@ -164,6 +164,23 @@ def finite_or_none(value) -> float | None:
     return value if np.isfinite(value) else None
 
 
+def _describe(module) -> str:
+    """Short name of a GPyTorch kernel, e.g. ``ScaleKernel(MaternKernel(nu=2.5))``."""
+    inner = []
+    base = getattr(module, "base_kernel", None)
+    if base is not None:
+        inner.append(_describe(base))
+    if getattr(module, "nu", None) is not None:
+        inner.append(f"nu={module.nu}")
+    alpha = getattr(module, "alpha", None)
+    if alpha is not None and hasattr(alpha, "detach"):
+        inner.append(f"alpha={float(alpha.detach().reshape(-1)[0]):.4g}")
+    kernels = getattr(module, "kernels", None)  # sums and products
+    if kernels is not None:
+        inner.extend(_describe(part) for part in kernels)
+    return f"{type(module).__name__}({', '.join(inner)})"
+
+
 def hyperparameters(model, names: list[str]) -> dict:
     """Fitted hyperparameters for ``summary.json``, in original units of X and y.
 
@@ -174,6 +191,18 @@ def hyperparameters(model, names: list[str]) -> dict:
     kernel = getattr(model, "kernel_", None)
     report: dict = {}
     lengthscale = getattr(kernel, "lengthscale", None)
+    module = getattr(kernel, "module", None)  # a GPyTorch kernel (Matern, RQ, user kernels)
+    if lengthscale is None and module is not None:
+        from gpexplain.kernels.stationary import radial_leaves
+
+        leaves = radial_leaves(module, len(names)) or []
+        if len(leaves) == 1:  # one lengthscale per feature it acts on; inf for the others
+            lengthscale = np.full(len(names), np.inf)
+            lengthscale[leaves[0].dims] = leaves[0].lengthscale
+        report["kernel"] = _describe(module)
+        outputscale = getattr(module, "outputscale", None)
+        if outputscale is not None:
+            report["variance"] = float(outputscale.detach())
     if lengthscale is not None:
         values = np.broadcast_to(np.asarray(lengthscale, dtype=np.float64), (len(names),))
         report["lengthscales"] = {
@@ -181,8 +210,6 @@ def hyperparameters(model, names: list[str]) -> dict:
         }
     if getattr(kernel, "variance", None) is not None:
         report["variance"] = float(kernel.variance)
-    if kernel is not None and lengthscale is None:
-        report["kernel"] = repr(kernel)
     for name in ("noise", "mean", "weight_noise"):
         value = getattr(model, name + "_", None)
         if value is not None:
