@@ -17,6 +17,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import argparse
 import json
 import platform
 import subprocess
@@ -121,6 +122,17 @@ def splits(name: str, n_splits: int, max_train: int | None = None, max_test: int
             )
         )
     return result
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, splits: int, max_train: int | None
+                         ) -> None:
+    """Options shared by the benchmarks: splits, training-row cap, L-BFGS cap, seed, data sets."""
+    parser.add_argument("--splits", type=int, default=splits)
+    parser.add_argument("--max-train", type=int, default=max_train,
+                        help="training rows kept per split (seeded random subset)")
+    parser.add_argument("--max-iter", type=int, default=100, help="L-BFGS iterations per fit")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
 
 
 def timed(function, *args, **kwargs):

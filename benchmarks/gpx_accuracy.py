@@ -105,12 +105,8 @@ def print_table(results: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--max-train", type=int, default=1000)
+    data.add_common_arguments(parser, splits=5, max_train=1000)
     parser.add_argument("--max-train-digits", type=int, default=700)
-    parser.add_argument("--max-iter", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--datasets", nargs="+", default=list(data.DATASETS))
     parser.add_argument("--quick", action="store_true", help="2 splits, 200 rows, no JSON")
     args = parser.parse_args(argv)
     if args.quick:

@@ -256,12 +256,8 @@ def print_tables(results: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--splits", type=int, default=2)
+    data.add_common_arguments(parser, splits=2, max_train=600)
     parser.add_argument("--n-explain", type=int, default=120)
-    parser.add_argument("--max-train", type=int, default=600)
-    parser.add_argument("--max-iter", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--datasets", nargs="+", default=list(data.DATASETS))
     parser.add_argument("--quick", action="store_true", help="1 split, 10 rows, no JSON")
     args = parser.parse_args(argv)
     if args.quick:
