@@ -27,7 +27,6 @@ import warnings
 import gpytorch
 import numpy as np
 import torch
-from linear_operator.utils.warnings import NumericalWarning
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
@@ -35,13 +34,15 @@ from sklearn.utils.validation import check_is_fitted
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive, OrthogonalAdditiveKernel
-from gpexplain.models.gp_regressor import (
-    _DEFAULT_NOISE,
-    _LENGTHSCALE_LOWER_BOUND,
-    _NOISE_LOWER_BOUND,
-    OPTIMIZERS,
-    FitError,
+from gpexplain.models._fitting import (
+    DEFAULT_NOISE,
+    LENGTHSCALE_LOWER_BOUND,
+    NOISE_LOWER_BOUND,
+    check_optimizer,
+    check_restarts_and_iterations,
+    maximise_exact_marginal_likelihood,
 )
+from gpexplain.models.gp_regressor import FitError
 from gpexplain.posterior import ExactPosterior
 
 __all__ = ["AdditiveGPRegressor"]
@@ -141,20 +142,14 @@ class AdditiveGPRegressor(RegressorMixin, BaseEstimator):
     def _check_params(self) -> None:
         if self.measure not in MEASURES:
             raise ValueError(f"unknown measure {self.measure!r}; use one of {MEASURES}.")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'lbfgs' or None.")
+        check_optimizer(self.optimizer)
         if self.max_order is not None and (
             not isinstance(self.max_order, int | np.integer) or self.max_order < 1
         ):
             raise ValueError(
                 f"max_order must be a positive integer or None, got {self.max_order!r}."
             )
-        if not isinstance(self.n_restarts, int | np.integer) or self.n_restarts < 0:
-            raise ValueError(f"n_restarts must be an integer >= 0, got {self.n_restarts!r}.")
-        if not isinstance(self.max_iter, int | np.integer) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}.")
-        if self.noise is not None and not (np.isfinite(self.noise) and self.noise > 0):
-            raise ValueError(f"noise must be a positive variance, got {self.noise!r}.")
+        check_restarts_and_iterations(self)
 
     def _starting_points(self, n_active: int, order: int, y_scale: float) -> list:
         """(lengthscales, order variances, noise) in standardised units for each start.
@@ -165,8 +160,8 @@ class AdditiveGPRegressor(RegressorMixin, BaseEstimator):
         orders = np.arange(1, order + 1)
         subsets = np.array([math.comb(n_active, q) for q in orders], dtype=np.float64)
         variances = np.concatenate([[_CONSTANT_VARIANCE_START], 1.0 / (order * subsets)])
-        noise = _DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
-        starts = [(np.ones(n_active), variances, max(noise, 2 * _NOISE_LOWER_BOUND))]
+        noise = DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
+        starts = [(np.ones(n_active), variances, max(noise, 2 * NOISE_LOWER_BOUND))]
         rng = np.random.default_rng(self.random_state)
         for _ in range(self.n_restarts if self.optimizer else 0):
             starts.append(
@@ -282,75 +277,33 @@ class AdditiveGPRegressor(RegressorMixin, BaseEstimator):
         return (mean, np.sqrt(var)) if return_std else mean
 
 
-class _AdditiveGPModel(gpytorch.models.ExactGP):
-    """Zero mean (targets are centred) and the orthogonal additive kernel."""
-
-    def __init__(self, X, y, likelihood, measure, order):
-        super().__init__(X, y, likelihood)
-        self.mean_module = gpytorch.means.ZeroMean()
-        self.covar_module = OrthogonalAdditiveKernel(
-            measure,
-            n_features=X.shape[1],
-            max_order=order,
-            lengthscale_constraint=gpytorch.constraints.GreaterThan(_LENGTHSCALE_LOWER_BOUND),
-        )
-
-    def forward(self, x):
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
-
-
 def _optimise(Xs, ys, measure, order, start, max_iter, callback, start_index, n_starts):
     """Maximise the exact log marginal likelihood from one start; standardised units.
 
-    Returns (lengthscales, order variances, noise), or None when the optimiser failed or
-    produced non-finite values.
+    Returns (lengthscales, order variances, noise), or None when the optimiser failed (a
+    start whose line search raised is discarded, not kept at its best point) or produced
+    non-finite values.
     """
     lengthscale, variances, noise = start
-    X_t = torch.as_tensor(Xs, dtype=torch.float64)
-    y_t = torch.as_tensor(ys, dtype=torch.float64)
-    likelihood = gpytorch.likelihoods.GaussianLikelihood(
-        noise_constraint=gpytorch.constraints.GreaterThan(_NOISE_LOWER_BOUND)
+    covar_module = OrthogonalAdditiveKernel(
+        measure,
+        n_features=Xs.shape[1],
+        max_order=order,
+        lengthscale_constraint=gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND),
     ).double()
-    model = _AdditiveGPModel(X_t, y_t, likelihood, measure, order).double()
-    model.covar_module.lengthscale = torch.as_tensor(lengthscale)
-    model.covar_module.order_variances = torch.as_tensor(variances)
-    likelihood.noise = torch.tensor(float(noise))
-    model.train()
-    likelihood.train()
-    objective = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
-    optimizer = torch.optim.LBFGS(
-        model.parameters(),
-        lr=1.0,
-        max_iter=max_iter,
-        line_search_fn="strong_wolfe",
-        tolerance_grad=1e-5,
-        tolerance_change=1e-9,
-        history_size=20,
+    covar_module.lengthscale = torch.as_tensor(lengthscale)
+    covar_module.order_variances = torch.as_tensor(variances)
+    # Zero mean: the targets are centred, and the random constant sigma_0^2 absorbs the rest.
+    fitted = maximise_exact_marginal_likelihood(
+        Xs, ys, gpytorch.means.ZeroMean(), covar_module, noise, max_iter, callback,
+        start_index, n_starts,
     )
-    evaluations = [0]
-
-    def closure():
-        optimizer.zero_grad()
-        loss = -objective(model(X_t), y_t)
-        loss.backward()
-        evaluations[0] += 1
-        if callback is not None:
-            callback(start_index * max_iter + min(evaluations[0], max_iter), n_starts * max_iter)
-        return loss
-
-    with (
-        gpytorch.settings.max_cholesky_size(10**9),
-        gpytorch.settings.fast_computations(False, False, False),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore", category=NumericalWarning)
-        try:
-            optimizer.step(closure)
-        except (RuntimeError, ValueError):  # e.g. NotPSDError far from the optimum
-            return None
+    if fitted is None or fitted[2]:
+        return None
+    _, likelihood, _ = fitted
     values = (
-        model.covar_module.lengthscale.detach().numpy().reshape(-1).copy(),
-        model.covar_module.order_variances.detach().numpy().copy(),
+        covar_module.lengthscale.detach().numpy().reshape(-1).copy(),
+        covar_module.order_variances.detach().numpy().copy(),
         float(likelihood.noise.detach().reshape(-1)[0]),
     )
     if not all(np.all(np.isfinite(v)) for v in values):

@@ -20,13 +20,20 @@ import warnings
 import gpytorch
 import numpy as np
 import torch
-from linear_operator.utils.warnings import NumericalWarning
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import RBF, as_kernel
 from gpexplain.kernels.gpytorch_adapter import input_scaled, squared_exponential
+from gpexplain.models._fitting import (
+    DEFAULT_NOISE,
+    LENGTHSCALE_LOWER_BOUND,
+    NOISE_LOWER_BOUND,
+    check_optimizer,
+    check_restarts_and_iterations,
+    maximise_exact_marginal_likelihood,
+)
 from gpexplain.posterior import ExactPosterior
 
 __all__ = ["FitError", "GPRegressor"]
@@ -35,12 +42,6 @@ KERNELS = ("ard", "isotropic")  # the squared-exponential names (shared with Spa
 STATIONARY_KERNELS = ("matern52", "matern32", "rq")
 KERNEL_NAMES = KERNELS + STATIONARY_KERNELS
 _MATERN_NU = {"matern52": 2.5, "matern32": 1.5}
-OPTIMIZERS = ("lbfgs", None)
-_NOISE_LOWER_BOUND = 1e-6  # in standardised units, below scikit-learn's WhiteKernel bound 1e-5
-_DEFAULT_NOISE = 0.1  # standardised units, for the first start
-# Lengthscales below 1e-4 standard deviations only fit noise and make duplicated rows
-# numerically singular; bounding them keeps L-BFGS out of that degenerate corner.
-_LENGTHSCALE_LOWER_BOUND = 1e-4
 
 
 class FitError(RuntimeError):
@@ -164,8 +165,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             ard = self.kernel.ard or self.optimizer is None
         else:
             ard = self.kernel != "isotropic"
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'lbfgs' or None.")
+        check_optimizer(self.optimizer)
         if self.optimizer is None and kind not in ("gpytorch",) and not isinstance(
             self.kernel, RBF
         ):
@@ -173,12 +173,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
                 "optimizer=None needs kernel=gx.kernels.RBF(...) or a GPyTorch kernel with its "
                 "values."
             )
-        if not isinstance(self.n_restarts, int | np.integer) or self.n_restarts < 0:
-            raise ValueError(f"n_restarts must be an integer >= 0, got {self.n_restarts!r}.")
-        if not isinstance(self.max_iter, int | np.integer) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}.")
-        if self.noise is not None and not (np.isfinite(self.noise) and self.noise > 0):
-            raise ValueError(f"noise must be a positive variance, got {self.noise!r}.")
+        check_restarts_and_iterations(self)
         return ard
 
     def _starting_points(self, ard: bool, n_features: int, active, x_scale, y_scale) -> list:
@@ -190,8 +185,8 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         else:
             lengthscale = np.ones(active.size if ard else 1)
             outputscale = 1.0
-        noise = _DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
-        starts = [(lengthscale, outputscale, max(noise, 2 * _NOISE_LOWER_BOUND))]
+        noise = DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
+        starts = [(lengthscale, outputscale, max(noise, 2 * NOISE_LOWER_BOUND))]
         rng = np.random.default_rng(self.random_state)
         for _ in range(self.n_restarts if self.optimizer else 0):
             starts.append(
@@ -223,7 +218,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
                             drawn = np.exp(rng.uniform(np.log(0.1), np.log(10.0), current.shape))
                             setattr(child, name, torch.as_tensor(drawn))
             return module
-        bound = gpytorch.constraints.GreaterThan(_LENGTHSCALE_LOWER_BOUND)
+        bound = gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND)
         ard_dims = len(lengthscale) if len(lengthscale) > 1 else None
         if kind == "se":
             base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=bound)
@@ -427,65 +422,22 @@ class GPRegressor(RegressorMixin, BaseEstimator):
 def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_starts):
     """Maximise the exact log marginal likelihood from one starting point with GPyTorch.
 
-    ``covar_module`` (standardised units) is set to the start and trained in place.
+    ``covar_module`` (standardised units) is set to the start and trained in place, with a
+    constant prior mean.
 
     Returns (covar_module, noise, constant mean, stopped_early) in standardised units, or
     None when the optimiser failed before any evaluation or produced non-finite values.
     ``stopped_early``: the optimiser raised (e.g. a matrix not positive definite in a line
-    search) and the best point it had evaluated is returned.
+    search) and the best point it had evaluated is returned; nearly noise-free data drive a
+    smooth kernel towards a singular K, and that point is still a good fit.
     """
-    X_t = torch.as_tensor(Xs, dtype=torch.float64)
-    y_t = torch.as_tensor(ys, dtype=torch.float64)
-    likelihood = gpytorch.likelihoods.GaussianLikelihood(
-        noise_constraint=gpytorch.constraints.GreaterThan(_NOISE_LOWER_BOUND)
-    ).double()
-    model = _ExactGPModel(X_t, y_t, likelihood, covar_module).double()
-    likelihood.noise = torch.tensor(float(noise))
-    model.train()
-    likelihood.train()
-    objective = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
-    optimizer = torch.optim.LBFGS(
-        model.parameters(),
-        lr=1.0,
-        max_iter=max_iter,
-        line_search_fn="strong_wolfe",
-        tolerance_grad=1e-5,
-        tolerance_change=1e-9,
-        history_size=20,
+    fitted = maximise_exact_marginal_likelihood(
+        Xs, ys, gpytorch.means.ConstantMean(), covar_module, noise, max_iter, callback,
+        start_index, n_starts,
     )
-    evaluations = [0]
-    best = {"loss": np.inf}
-
-    def closure():
-        optimizer.zero_grad()
-        loss = -objective(model(X_t), y_t)
-        loss.backward()
-        evaluations[0] += 1
-        if float(loss.detach()) < best["loss"]:  # the point the loss was evaluated at
-            best["loss"] = float(loss.detach())
-            best["state"] = copy.deepcopy(model.state_dict())
-        if callback is not None:
-            step = start_index * max_iter + min(evaluations[0], max_iter)
-            callback(step, n_starts * max_iter)
-        return loss
-
-    with (
-        gpytorch.settings.max_cholesky_size(10**9),
-        gpytorch.settings.fast_computations(False, False, False),
-        warnings.catch_warnings(),
-    ):
-        # Jitter added during line searches far from the optimum is expected, not news.
-        warnings.simplefilter("ignore", category=NumericalWarning)
-        stopped_early = False
-        try:
-            optimizer.step(closure)
-        except (RuntimeError, ValueError):  # e.g. NotPSDError in a line search
-            # Nearly noise-free data drive a smooth kernel towards a singular K; keep the
-            # best positive-definite point reached instead of discarding the start.
-            if "state" not in best:
-                return None
-            model.load_state_dict(best["state"])
-            stopped_early = True
+    if fitted is None:
+        return None
+    model, likelihood, stopped_early = fitted
     if callback is not None:
         callback((start_index + 1) * max_iter, n_starts * max_iter)
     noise = float(likelihood.noise.detach().reshape(-1)[0])
@@ -498,17 +450,3 @@ def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_st
     ):
         return None
     return model.covar_module.eval(), noise, constant_mean, stopped_early
-
-
-class _ExactGPModel(gpytorch.models.ExactGP):
-    """Constant mean and the given covariance module."""
-
-    def __init__(self, X, y, likelihood, covar_module):
-        super().__init__(X, y, likelihood)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = covar_module
-
-    def forward(self, x):
-        return gpytorch.distributions.MultivariateNormal(
-            self.mean_module(x), self.covar_module(x)
-        )

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 import torch
 from linear_operator.utils.cholesky import psd_safe_cholesky
-from linear_operator.utils.warnings import NumericalWarning
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -47,25 +46,28 @@ from gpexplain._validation import (
 )
 from gpexplain.attribution import Attribution
 from gpexplain.kernels import RBF
+from gpexplain.models._fitting import (
+    LENGTHSCALE_LOWER_BOUND,
+    NOISE_LOWER_BOUND,
+    check_max_iter,
+    check_optimizer,
+    run_lbfgs,
+)
 from gpexplain.models.gp_regressor import FitError
 from gpexplain.parallel import default_chunk_size, map_chunks
 from gpexplain.posterior.exact import cholesky_with_jitter
 
 __all__ = ["GPXRegressor"]
 
-OPTIMIZERS = ("lbfgs", None)
 EXPLAIN_WHAT = ("contributions", "weights")
 # The paper's initial values (Sec. 5.1), in the internal units (see ``GPXRegressor``):
 # theta_1 = 1, sigma_y = 0.1, sigma_w = 0.1 (so both variances 0.01).
 _INITIAL_VARIANCE = 1.0
 _INITIAL_NOISE = 0.01
 _INITIAL_WEIGHT_NOISE = 0.01
-# Lower bounds in internal units. Noise and weight noise must stay positive (the paper
-# requires both > 0) and keep C well conditioned; lengthscales below 1e-4 standard deviations
-# only fit noise.
-_NOISE_LOWER_BOUND = 1e-6
+# Lower bounds in internal units (noise and lengthscale: ``gpexplain.models._fitting``). The
+# weight noise must stay positive (the paper requires it > 0) and keep C well conditioned.
 _WEIGHT_NOISE_LOWER_BOUND = 1e-6
-_LENGTHSCALE_LOWER_BOUND = 1e-4
 # The median heuristic looks at the pairwise distances of at most this many rows (seeded
 # subsample), which keeps it O(1) in memory for large data and changes only the start.
 _MEDIAN_HEURISTIC_ROWS = 1000
@@ -202,8 +204,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
             raise TypeError(
                 f"kernel must be None or a gx.kernels.RBF, got {type(self.kernel).__name__}."
             )
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'lbfgs' or None.")
+        check_optimizer(self.optimizer)
         for name in ("weight_noise", "noise"):
             value = getattr(self, name)
             if value is not None and not (np.isfinite(value) and value > 0):
@@ -215,8 +216,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
                 "optimizer=None keeps given hyperparameters, so it needs kernel=gx.kernels.RBF"
                 "(...), weight_noise=... and noise=...; or use optimizer='lbfgs'."
             )
-        if not isinstance(self.max_iter, int | np.integer) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}.")
+        check_max_iter(self.max_iter)
 
     def fit(self, X, y, Z=None):
         """Fit the hyperparameters by maximising the marginal likelihood (eq. 12).
@@ -521,7 +521,7 @@ def _median_heuristic(Xs: np.ndarray, random_state: int) -> float:
     median = float(np.median(squared))
     if median == 0.0:
         median = float(np.median(squared[squared > 0]))
-    return max(np.sqrt(median / 2.0), 2 * _LENGTHSCALE_LOWER_BOUND)
+    return max(np.sqrt(median / 2.0), 2 * LENGTHSCALE_LOWER_BOUND)
 
 
 def _covariance(K, gram, weight_noise, noise):
@@ -611,16 +611,16 @@ def _maximise_log_marginal_likelihood(Xs, Zs, ys, start, max_iter):
     """
     lengthscale, variance, weight_noise, noise = start
     constraints = (
-        gpytorch.constraints.GreaterThan(_LENGTHSCALE_LOWER_BOUND),
+        gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND),
         gpytorch.constraints.Positive(),
         gpytorch.constraints.GreaterThan(_WEIGHT_NOISE_LOWER_BOUND),
-        gpytorch.constraints.GreaterThan(_NOISE_LOWER_BOUND),
+        gpytorch.constraints.GreaterThan(NOISE_LOWER_BOUND),
     )
     values = (
-        np.maximum(lengthscale, 2 * _LENGTHSCALE_LOWER_BOUND),
+        np.maximum(lengthscale, 2 * LENGTHSCALE_LOWER_BOUND),
         variance,
         max(weight_noise, 2 * _WEIGHT_NOISE_LOWER_BOUND),
-        max(noise, 2 * _NOISE_LOWER_BOUND),
+        max(noise, 2 * NOISE_LOWER_BOUND),
     )
     raw = [
         constraint.inverse_transform(torch.as_tensor(value, dtype=torch.float64).reshape(-1))
@@ -637,35 +637,18 @@ def _maximise_log_marginal_likelihood(Xs, Zs, ys, start, max_iter):
     def hyperparameters():
         return [c.transform(r) for c, r in zip(constraints, raw, strict=True)]
 
-    optimizer = torch.optim.LBFGS(
-        raw,
-        lr=1.0,
-        max_iter=max_iter,
-        line_search_fn="strong_wolfe",
-        tolerance_grad=1e-5,
-        tolerance_change=1e-9,
-        history_size=20,
-    )
-
-    def closure():
-        optimizer.zero_grad()
+    def loss():
         ell, var, w_noise, y_noise = hyperparameters()
         K = _kernel_matrix(X_t, ell, var[0], isotropic_distances)
-        loss = -_log_marginal_likelihood(K, gram, y_t, w_noise[0], y_noise[0])
-        loss = loss / y_t.shape[0]
-        loss.backward()
-        return loss
+        return -_log_marginal_likelihood(K, gram, y_t, w_noise[0], y_noise[0]) / y_t.shape[0]
 
-    with warnings.catch_warnings():
-        # Jitter added during line searches far from the optimum is expected, not news.
-        warnings.simplefilter("ignore", category=NumericalWarning)
-        try:
-            optimizer.step(closure)
-        except (RuntimeError, ValueError) as error:  # e.g. NotPSDError
-            raise FitError(
-                f"marginal-likelihood optimisation failed ({error}); try other starting values "
-                "(kernel, weight_noise, noise) or optimizer=None."
-            ) from None
+    try:
+        run_lbfgs(raw, loss, max_iter)
+    except (RuntimeError, ValueError) as error:  # e.g. NotPSDError
+        raise FitError(
+            f"marginal-likelihood optimisation failed ({error}); try other starting values "
+            "(kernel, weight_noise, noise) or optimizer=None."
+        ) from None
     fitted = [h.detach().numpy().copy() for h in hyperparameters()]
     if not all(np.all(np.isfinite(v)) for v in fitted):
         raise FitError(

@@ -27,13 +27,12 @@ from sklearn.utils.validation import check_is_fitted
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
+from gpexplain.models._fitting import check_optimizer
 from gpexplain.models.gp_regressor import GPRegressor
 from gpexplain.posterior.mixture import MixturePosterior
 from gpexplain.posterior.random_features import RandomFeaturePosterior
 
 __all__ = ["RandomFeatureGPRegressor"]
-
-OPTIMIZERS = ("lbfgs", None)
 
 
 def _check_positive_int(value, name: str, minimum: int = 1) -> int:
@@ -132,8 +131,7 @@ class RandomFeatureGPRegressor(RegressorMixin, BaseEstimator):
         _check_positive_int(self.n_frequencies, "n_frequencies")
         _check_positive_int(self.n_models, "n_models")
         _check_positive_int(self.max_fit_samples, "max_fit_samples", minimum=2)
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'lbfgs' or None.")
+        check_optimizer(self.optimizer)
         if self.optimizer is None:
             missing = [
                 name

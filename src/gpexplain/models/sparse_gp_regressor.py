@@ -33,13 +33,15 @@ from sklearn.cluster import KMeans
 
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import RBF
-from gpexplain.models.gp_regressor import (
-    _LENGTHSCALE_LOWER_BOUND,
-    _NOISE_LOWER_BOUND,
-    KERNELS,
-    FitError,
-    GPRegressor,
+from gpexplain.models._fitting import (
+    DEFAULT_NOISE,
+    LENGTHSCALE_LOWER_BOUND,
+    NOISE_LOWER_BOUND,
+    check_noise,
+    check_optimizer,
+    gaussian_likelihood,
 )
+from gpexplain.models.gp_regressor import KERNELS, FitError, GPRegressor
 from gpexplain.posterior.exact import cholesky_with_jitter
 from gpexplain.posterior.variational import VariationalPosterior
 
@@ -47,7 +49,6 @@ __all__ = ["SparseGPRegressor"]
 
 OPTIMIZERS = ("adam", None)
 INDUCING_INITS = ("kmeans", "random")
-_DEFAULT_NOISE = 0.1  # standardised units, as GPRegressor's first start
 
 
 class SparseGPRegressor(RegressorMixin, BaseEstimator):
@@ -154,8 +155,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"unknown kernel {self.kernel!r}; use one of {KERNELS} or a gx.kernels.RBF."
             )
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'adam' or None.")
+        check_optimizer(self.optimizer, OPTIMIZERS)
         if self.optimizer is None and not (isinstance(self.kernel, RBF) and self.noise is not None):
             raise ValueError(
                 "optimizer=None needs kernel=gx.kernels.RBF(...) and noise=... with their values."
@@ -176,8 +176,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         rate = self.learning_rate
         if not isinstance(rate, int | float) or not (math.isfinite(rate) and rate > 0):
             raise ValueError(f"learning_rate must be a positive number, got {rate!r}.")
-        if self.noise is not None and not (np.isfinite(self.noise) and self.noise > 0):
-            raise ValueError(f"noise must be a positive variance, got {self.noise!r}.")
+        check_noise(self.noise)
         return ard
 
     def fit(self, X, y, callback=None):
@@ -284,9 +283,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
 
     def _build(self, Z: np.ndarray, ard: bool, scaling: _Standardisation):
         """The GPyTorch SVGP and likelihood, float64, at their initial values."""
-        likelihood = gpytorch.likelihoods.GaussianLikelihood(
-            noise_constraint=gpytorch.constraints.GreaterThan(_NOISE_LOWER_BOUND)
-        ).double()
+        likelihood = gaussian_likelihood()
         model = _SVGPModel(torch.as_tensor(Z, dtype=torch.float64), Z.shape[1] if ard else 1)
         model = model.double()
         lengthscale, outputscale = np.ones(Z.shape[1] if ard else 1), 1.0
@@ -294,10 +291,10 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             given = self.kernel._lengthscales(scaling.n_features)[scaling.active] / scaling.x_scale
             lengthscale = given if ard else np.array([float(np.exp(np.mean(np.log(given))))])
             outputscale = self.kernel.variance / scaling.y_scale**2
-        noise = _DEFAULT_NOISE if self.noise is None else self.noise / scaling.y_scale**2
+        noise = DEFAULT_NOISE if self.noise is None else self.noise / scaling.y_scale**2
         model.covar_module.base_kernel.lengthscale = torch.as_tensor(lengthscale)
         model.covar_module.outputscale = torch.tensor(float(outputscale))
-        likelihood.noise = torch.tensor(max(float(noise), 2 * _NOISE_LOWER_BOUND))
+        likelihood.noise = torch.tensor(max(float(noise), 2 * NOISE_LOWER_BOUND))
         return model, likelihood
 
     def _train(self, model, likelihood, X_t, y_t, callback) -> list[float]:
@@ -445,7 +442,7 @@ class _SVGPModel(gpytorch.models.ApproximateGP):
         self.covar_module = gpytorch.kernels.ScaleKernel(
             gpytorch.kernels.RBFKernel(
                 ard_num_dims=ard_dims if ard_dims > 1 else None,
-                lengthscale_constraint=gpytorch.constraints.GreaterThan(_LENGTHSCALE_LOWER_BOUND),
+                lengthscale_constraint=gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND),
             )
         )
 

@@ -1,0 +1,175 @@
+"""Hyperparameter fitting shared by the estimators: bounds, parameter checks, the L-BFGS loop.
+
+Every estimator that maximises a marginal likelihood does it the same way: torch's L-BFGS
+with a strong Wolfe line search in float64, GPyTorch with Cholesky forced at every size, and
+the jitter warnings of line searches far from the optimum silenced. The numbers below are in
+standardised units (the estimators standardise X and y before fitting).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import gpytorch
+import numpy as np
+import torch
+from linear_operator.utils.warnings import NumericalWarning
+
+__all__ = [
+    "DEFAULT_NOISE",
+    "LENGTHSCALE_LOWER_BOUND",
+    "NOISE_LOWER_BOUND",
+    "OPTIMIZERS",
+    "ExactGPModel",
+    "check_optimizer",
+    "check_max_iter",
+    "check_noise",
+    "check_restarts_and_iterations",
+    "gaussian_likelihood",
+    "maximise_exact_marginal_likelihood",
+    "run_lbfgs",
+]
+
+OPTIMIZERS = ("lbfgs", None)
+NOISE_LOWER_BOUND = 1e-6  # below scikit-learn's WhiteKernel bound 1e-5
+DEFAULT_NOISE = 0.1  # the first start's noise variance when none is given
+# Lengthscales below 1e-4 standard deviations only fit noise and make duplicated rows
+# numerically singular; bounding them keeps L-BFGS out of that degenerate corner.
+LENGTHSCALE_LOWER_BOUND = 1e-4
+
+
+def check_optimizer(optimizer, allowed: tuple = OPTIMIZERS) -> None:
+    """Refuse an optimizer name not in ``allowed`` (whose first entry is the named one)."""
+    if optimizer not in allowed:
+        raise ValueError(f"unknown optimizer {optimizer!r}; use {allowed[0]!r} or None.")
+
+
+def check_restarts_and_iterations(estimator) -> None:
+    """Validate ``n_restarts``, ``max_iter`` and ``noise`` of a multi-start L-BFGS estimator."""
+    if not isinstance(estimator.n_restarts, int | np.integer) or estimator.n_restarts < 0:
+        raise ValueError(f"n_restarts must be an integer >= 0, got {estimator.n_restarts!r}.")
+    check_max_iter(estimator.max_iter)
+    check_noise(estimator.noise)
+
+
+def check_max_iter(max_iter) -> None:
+    if not isinstance(max_iter, int | np.integer) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}.")
+
+
+def check_noise(noise) -> None:
+    """Refuse a given noise variance that is not a positive finite number (None: default)."""
+    if noise is not None and not (np.isfinite(noise) and noise > 0):
+        raise ValueError(f"noise must be a positive variance, got {noise!r}.")
+
+
+def gaussian_likelihood() -> gpytorch.likelihoods.GaussianLikelihood:
+    """GPyTorch Gaussian likelihood in float64 with the noise bounded below."""
+    return gpytorch.likelihoods.GaussianLikelihood(
+        noise_constraint=gpytorch.constraints.GreaterThan(NOISE_LOWER_BOUND)
+    ).double()
+
+
+def run_lbfgs(parameters, loss, max_iter: int, on_evaluation=None) -> None:
+    """Minimise ``loss()`` over ``parameters`` (torch tensors) in place with L-BFGS.
+
+    Strong Wolfe line search, at most ``max_iter`` iterations; GPyTorch computations are
+    exact (Cholesky at every size, no fast approximations). ``on_evaluation(loss_value)`` is
+    called after every evaluation (the parameters then hold the evaluated point).
+
+    Raises
+    ------
+    RuntimeError, ValueError
+        Whatever an evaluation raises, e.g. ``NotPSDError`` in a line search; the caller
+        decides whether a start that failed is kept or discarded.
+    """
+    optimizer = torch.optim.LBFGS(
+        parameters,
+        lr=1.0,
+        max_iter=max_iter,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=1e-5,
+        tolerance_change=1e-9,
+        history_size=20,
+    )
+
+    def closure():
+        optimizer.zero_grad()
+        value = loss()
+        value.backward()
+        if on_evaluation is not None:
+            on_evaluation(value)
+        return value
+
+    with (
+        gpytorch.settings.max_cholesky_size(10**9),
+        gpytorch.settings.fast_computations(False, False, False),
+        warnings.catch_warnings(),
+    ):
+        # Jitter added during line searches far from the optimum is expected, not news.
+        warnings.simplefilter("ignore", category=NumericalWarning)
+        optimizer.step(closure)
+
+
+class ExactGPModel(gpytorch.models.ExactGP):
+    """GPyTorch exact GP with the given mean and covariance modules."""
+
+    def __init__(self, X, y, likelihood, mean_module, covar_module):
+        super().__init__(X, y, likelihood)
+        self.mean_module = mean_module
+        self.covar_module = covar_module
+
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(
+            self.mean_module(x), self.covar_module(x)
+        )
+
+
+def maximise_exact_marginal_likelihood(
+    Xs, ys, mean_module, covar_module, noise, max_iter, callback, start_index, n_starts
+):
+    """Maximise the exact log marginal likelihood from one starting point with GPyTorch.
+
+    ``mean_module`` and ``covar_module`` (standardised units, set to the start) are trained
+    in place together with a Gaussian likelihood starting at ``noise``. ``callback(step,
+    total)`` reports progress over ``n_starts * max_iter`` steps, this being start
+    ``start_index``.
+
+    Returns
+    -------
+    (model, likelihood, stopped_early), or None when the optimiser failed before any
+    evaluation. ``stopped_early``: the optimiser raised (e.g. a matrix not positive definite
+    in a line search) and the model holds the best point it had evaluated.
+    """
+    X_t = torch.as_tensor(Xs, dtype=torch.float64)
+    y_t = torch.as_tensor(ys, dtype=torch.float64)
+    likelihood = gaussian_likelihood()
+    model = ExactGPModel(X_t, y_t, likelihood, mean_module, covar_module).double()
+    likelihood.noise = torch.tensor(float(noise))
+    model.train()
+    likelihood.train()
+    objective = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+    evaluations = [0]
+    best = {"loss": np.inf}
+
+    def on_evaluation(loss):
+        evaluations[0] += 1
+        if float(loss.detach()) < best["loss"]:  # the point the loss was evaluated at
+            best["loss"] = float(loss.detach())
+            best["state"] = copy.deepcopy(model.state_dict())
+        if callback is not None:
+            step = start_index * max_iter + min(evaluations[0], max_iter)
+            callback(step, n_starts * max_iter)
+
+    stopped_early = False
+    try:
+        run_lbfgs(
+            model.parameters(), lambda: -objective(model(X_t), y_t), max_iter, on_evaluation
+        )
+    except (RuntimeError, ValueError):  # e.g. NotPSDError in a line search
+        if "state" not in best:
+            return None
+        model.load_state_dict(best["state"])
+        stopped_early = True
+    return model, likelihood, stopped_early
