@@ -22,7 +22,6 @@ deviation, or the empirical marginals), reported per original feature, in units 
 from __future__ import annotations
 
 import math
-import warnings
 
 import gpytorch
 import numpy as np
@@ -41,6 +40,11 @@ from gpexplain.models._fitting import (
     check_optimizer,
     check_restarts_and_iterations,
     maximise_exact_marginal_likelihood,
+)
+from gpexplain.models._standardisation import (
+    constant_columns,
+    original_lengthscales,
+    target_scaling,
 )
 from gpexplain.models.gp_regressor import FitError
 from gpexplain.posterior import ExactPosterior
@@ -191,23 +195,12 @@ class AdditiveGPRegressor(RegressorMixin, BaseEstimator):
         self._check_params()
         X, names = as_feature_matrix(X, "X", min_rows=2)
         y = as_target(y, X.shape[0])
-        constant = np.ptp(X, axis=0) == 0
-        if constant.all():
-            raise ValueError("every column of X is constant; there is nothing to learn from.")
-        if constant.any():
-            warnings.warn(
-                "constant column(s) "
-                + ", ".join(repr(names[i]) for i in np.flatnonzero(constant))
-                + " carry no information; the model ignores them (zero attribution).",
-                UserWarning,
-                stacklevel=2,
-            )
+        constant = constant_columns(X, names)
         active = np.flatnonzero(~constant)
         order = active.size if self.max_order is None else min(int(self.max_order), active.size)
         transform = StandardScaler().fit(X)
         Xs = transform.transform(X)[:, active]
-        y_mean, y_std = float(y.mean()), float(y.std())
-        y_scale = y_std if y_std > 0 else 1.0
+        y_mean, y_scale = target_scaling(y)
         ys = (y - y_mean) / y_scale
         standard_measure = Gaussian(0.0, 1.0) if self.measure == "gaussian" else Empirical(Xs)
 
@@ -236,8 +229,9 @@ class AdditiveGPRegressor(RegressorMixin, BaseEstimator):
         best_lml, (lengthscale, variances, noise) = max(results, key=lambda item: item[0])
 
         self.input_transform_ = transform
-        self.lengthscale_ = np.full(X.shape[1], np.inf)
-        self.lengthscale_[active] = lengthscale * transform.scale_[active]
+        self.lengthscale_ = original_lengthscales(
+            lengthscale, transform.scale_[active], active, X.shape[1]
+        )
         self.order_variances_ = np.asarray(variances) * y_scale**2
         self.noise_ = float(noise * y_scale**2)
         self.mean_ = y_mean

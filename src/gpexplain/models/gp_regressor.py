@@ -34,6 +34,13 @@ from gpexplain.models._fitting import (
     check_restarts_and_iterations,
     maximise_exact_marginal_likelihood,
 )
+from gpexplain.models._standardisation import (
+    IGNORED,
+    FeatureScaling,
+    constant_columns,
+    original_lengthscales,
+    target_scaling,
+)
 from gpexplain.posterior import ExactPosterior
 
 __all__ = ["FitError", "GPRegressor"]
@@ -176,14 +183,13 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         check_restarts_and_iterations(self)
         return ard
 
-    def _starting_points(self, ard: bool, n_features: int, active, x_scale, y_scale) -> list:
+    def _starting_points(self, ard: bool, scaling: FeatureScaling, y_scale) -> list:
         """Hyperparameters (standardised units) of the first and the random starts."""
         if isinstance(self.kernel, RBF):
-            given = self.kernel._lengthscales(n_features)[active] / x_scale
-            lengthscale = given if ard else np.array([float(np.exp(np.mean(np.log(given))))])
+            lengthscale = scaling.standardised_lengthscales(self.kernel, ard)
             outputscale = self.kernel.variance / y_scale**2
         else:
-            lengthscale = np.ones(active.size if ard else 1)
+            lengthscale = np.ones(scaling.active.size if ard else 1)
             outputscale = 1.0
         noise = DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
         starts = [(lengthscale, outputscale, max(noise, 2 * NOISE_LOWER_BOUND))]
@@ -263,9 +269,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             lengthscale = base.lengthscale.detach().numpy().reshape(-1)
             outputscale = float(module.outputscale.detach()) * y_scale**2
         if kind == "se":
-            full_lengthscale = np.full(n_features, np.inf)
-            full_lengthscale[active] = lengthscale * x_scale  # broadcasts the isotropic scalar
-            return RBF(full_lengthscale, outputscale)
+            return RBF(original_lengthscales(lengthscale, x_scale, active, n_features), outputscale)
         # Matern / RQ: the same ARD kernel over the non-constant columns, lengthscales in the
         # units of X (the standardisation shift cancels in x - x').
         dims = None if active.size == n_features else torch.as_tensor(active)
@@ -304,29 +308,18 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         kind = self._kind()
         X, names = as_feature_matrix(X, "X", min_rows=2)
         y = as_target(y, X.shape[0])
-        constant = np.ptp(X, axis=0) == 0
-        if constant.all():
-            raise ValueError("every column of X is constant; there is nothing to learn from.")
-        if constant.any():
-            consequence = (
-                "a user-supplied kernel still sees them (standardised by 1)"
-                if kind == "gpytorch"
-                else "the model ignores them (zero attribution)"
-            )
-            warnings.warn(
-                "constant column(s) "
-                + ", ".join(repr(names[i]) for i in np.flatnonzero(constant))
-                + f" carry no information; {consequence}.",
-                UserWarning,
-                stacklevel=2,
-            )
+        consequence = (
+            "a user-supplied kernel still sees them (standardised by 1)"
+            if kind == "gpytorch"
+            else IGNORED
+        )
+        constant = constant_columns(X, names, consequence)
         # A user kernel indexes columns itself (active_dims): it gets all of them.
         active = np.arange(X.shape[1]) if kind == "gpytorch" else np.flatnonzero(~constant)
-        x_mean, x_scale = X[:, active].mean(axis=0), X[:, active].std(axis=0)
-        x_scale = np.where(x_scale > 0, x_scale, 1.0)
-        y_mean, y_std = float(y.mean()), float(y.std())
-        y_scale = y_std if y_std > 0 else 1.0
-        Xs = (X[:, active] - x_mean) / x_scale
+        scaling = FeatureScaling(X, active)
+        x_mean, x_scale = scaling.x_mean, scaling.x_scale
+        y_mean, y_scale = target_scaling(y)
+        Xs = scaling.features(X)
         ys = (y - y_mean) / y_scale
         # Rows repeated exactly (features and target) let the marginal likelihood grow
         # without bound as lengthscales and noise shrink (each copy is then predicted
@@ -343,7 +336,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             distinct = np.sort(distinct)
             Xs, ys = Xs[distinct], ys[distinct]
 
-        starts = self._starting_points(ard, X.shape[1], active, x_scale, y_scale)
+        starts = self._starting_points(ard, scaling, y_scale)
         rng = np.random.default_rng([self.random_state, 1])  # shapes of restarts, not starts
         results, self.restarts_ = [], []
         for index, start in enumerate(starts):

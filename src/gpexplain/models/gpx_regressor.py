@@ -26,8 +26,6 @@ The last line holds exactly, so a prediction is the sum of its feature contribut
 
 from __future__ import annotations
 
-import warnings
-
 import gpytorch
 import numpy as np
 import pandas as pd
@@ -53,6 +51,7 @@ from gpexplain.models._fitting import (
     check_optimizer,
     run_lbfgs,
 )
+from gpexplain.models._standardisation import FeatureScaling, warn_constant_columns
 from gpexplain.models.gp_regressor import FitError
 from gpexplain.parallel import default_chunk_size, map_chunks
 from gpexplain.posterior.exact import cholesky_with_jitter
@@ -245,14 +244,8 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
                 "every column of X is constant, so the kernel cannot tell rows apart; pass "
                 "at least one varying kernel input."
             )
-        if constant.any() and self.optimizer is not None:
-            warnings.warn(
-                "constant column(s) "
-                + ", ".join(repr(x_names[i]) for i in np.flatnonzero(constant))
-                + " of X carry no information; the kernel ignores them.",
-                UserWarning,
-                stacklevel=2,
-            )
+        if self.optimizer is not None:
+            warn_constant_columns(x_names, constant, "the kernel ignores them", where=" of X")
 
         if self.optimizer is None:
             self.kernel_ = RBF(self.kernel.lengthscale.copy(), self.kernel.variance)
@@ -282,23 +275,19 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
 
     def _optimise(self, X, y, Z, constant) -> None:
         """Maximise the marginal likelihood in internal units; set the fitted attributes."""
-        active = np.flatnonzero(~constant)
-        x_mean, x_scale = X[:, active].mean(axis=0), X[:, active].std(axis=0)
+        scaling = FeatureScaling(X, np.flatnonzero(~constant))
         y_scale = _root_mean_square(y)
         z_scale = _root_mean_square(Z)
         # Internal weights are z_scale / y_scale times the original ones, so the variances
         # of the weights scale by the square of that factor.
         weight_scale = (z_scale / y_scale) ** 2
-        Xs = (X[:, active] - x_mean) / x_scale
+        Xs = scaling.features(X)
 
         if self.kernel is None:
             lengthscale = np.array([_median_heuristic(Xs, self.random_state)])
             variance = _INITIAL_VARIANCE
         else:
-            given = self.kernel._lengthscales(X.shape[1])[active] / x_scale
-            # A scalar lengthscale in original units differs per standardised column; it is
-            # tied (isotropic) as documented, starting from the geometric mean.
-            lengthscale = given if self.kernel.ard else np.exp([np.mean(np.log(given))])
+            lengthscale = scaling.standardised_lengthscales(self.kernel, self.kernel.ard)
             variance = self.kernel.variance * weight_scale
         weight_noise = (
             _INITIAL_WEIGHT_NOISE if self.weight_noise is None
@@ -310,9 +299,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
             Xs, Z / z_scale, y / y_scale, start, self.max_iter
         )
 
-        full_lengthscale = np.full(X.shape[1], np.inf)
-        full_lengthscale[active] = lengthscale * x_scale  # broadcasts the isotropic scalar
-        self.kernel_ = RBF(full_lengthscale, variance / weight_scale)
+        self.kernel_ = RBF(scaling.original_lengthscales(lengthscale), variance / weight_scale)
         self.weight_noise_ = float(weight_noise / weight_scale)
         self.noise_ = float(noise * y_scale**2)
 

@@ -41,6 +41,7 @@ from gpexplain.models._fitting import (
     check_optimizer,
     gaussian_likelihood,
 )
+from gpexplain.models._standardisation import FeatureScaling, constant_columns, target_scaling
 from gpexplain.models.gp_regressor import KERNELS, FitError, GPRegressor
 from gpexplain.posterior.exact import cholesky_with_jitter
 from gpexplain.posterior.variational import VariationalPosterior
@@ -197,8 +198,10 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         X, names = as_feature_matrix(X, "X", min_rows=2)
         y = as_target(y, X.shape[0])
         ard = self._check_params(X.shape[0])
-        scaling = _Standardisation(X, y, names)
-        Xs, ys = scaling.features(X), scaling.target(y)
+        constant = constant_columns(X, names)
+        scaling = FeatureScaling(X, np.flatnonzero(~constant))
+        y_mean, y_scale = target_scaling(y)
+        Xs, ys = scaling.features(X), (y - y_mean) / y_scale
         rng = np.random.default_rng(self.random_state)
         Z = self._initial_inducing_points(Xs, rng)
 
@@ -206,7 +209,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         y_t = torch.as_tensor(ys, dtype=torch.float64)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.random_state)
-            model, likelihood = self._build(Z, ard, scaling)
+            model, likelihood = self._build(Z, ard, scaling, y_scale)
             with (
                 gpytorch.settings.max_cholesky_size(10**9),
                 warnings.catch_warnings(),
@@ -241,13 +244,15 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
                 + "; lower learning_rate, or rescale the data."
             )
 
-        y_scale = scaling.y_scale
-        self.kernel_ = scaling.kernel(values["lengthscale"], values["outputscale"])
+        self.kernel_ = RBF(
+            scaling.original_lengthscales(values["lengthscale"]),
+            values["outputscale"] * y_scale**2,
+        )
         self.noise_ = values["noise"] * y_scale**2
-        self.mean_ = scaling.y_mean + y_scale * values["constant mean"]
+        self.mean_ = y_mean + y_scale * values["constant mean"]
         self.inducing_points_ = scaling.unstandardise(values["inducing points"])
         self.elbo_history_ = np.asarray(history, dtype=np.float64)
-        self.constant_features_ = [names[i] for i in np.flatnonzero(scaling.constant)]
+        self.constant_features_ = [names[i] for i in np.flatnonzero(constant)]
         self.feature_names_in_ = list(names)
         self.n_features_in_ = X.shape[1]
         self.gpytorch_model_, self.gpytorch_likelihood_ = model, likelihood
@@ -281,17 +286,16 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             centres = np.vstack([centres, extra + 1e-3 * rng.normal(size=extra.shape)])
         return centres
 
-    def _build(self, Z: np.ndarray, ard: bool, scaling: _Standardisation):
+    def _build(self, Z: np.ndarray, ard: bool, scaling: FeatureScaling, y_scale: float):
         """The GPyTorch SVGP and likelihood, float64, at their initial values."""
         likelihood = gaussian_likelihood()
         model = _SVGPModel(torch.as_tensor(Z, dtype=torch.float64), Z.shape[1] if ard else 1)
         model = model.double()
         lengthscale, outputscale = np.ones(Z.shape[1] if ard else 1), 1.0
         if isinstance(self.kernel, RBF):
-            given = self.kernel._lengthscales(scaling.n_features)[scaling.active] / scaling.x_scale
-            lengthscale = given if ard else np.array([float(np.exp(np.mean(np.log(given))))])
-            outputscale = self.kernel.variance / scaling.y_scale**2
-        noise = DEFAULT_NOISE if self.noise is None else self.noise / scaling.y_scale**2
+            lengthscale = scaling.standardised_lengthscales(self.kernel, ard)
+            outputscale = self.kernel.variance / y_scale**2
+        noise = DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
         model.covar_module.base_kernel.lengthscale = torch.as_tensor(lengthscale)
         model.covar_module.outputscale = torch.tensor(float(outputscale))
         likelihood.noise = torch.tensor(max(float(noise), 2 * NOISE_LOWER_BOUND))
@@ -380,51 +384,6 @@ def _set_optimal_variational(model, likelihood, X_t, y_t) -> float:
         likelihood.train()
         objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=X_t.shape[0])
         return float(objective(model(X_t), y_t))
-
-
-class _Standardisation:
-    """Column standardisation of X (constant columns left out) and of y, and its inverse.
-
-    The same scaling as ``GPRegressor.fit`` (population standard deviations; constant columns
-    get an infinite lengthscale, so their attributions are exactly zero).
-    """
-
-    def __init__(self, X: np.ndarray, y: np.ndarray, names: list[str]):
-        self.constant = np.ptp(X, axis=0) == 0
-        if self.constant.all():
-            raise ValueError("every column of X is constant; there is nothing to learn from.")
-        if self.constant.any():
-            warnings.warn(
-                "constant column(s) "
-                + ", ".join(repr(names[i]) for i in np.flatnonzero(self.constant))
-                + " carry no information; the model ignores them (zero attribution).",
-                UserWarning,
-                stacklevel=3,
-            )
-        self.n_features = X.shape[1]
-        self.active = np.flatnonzero(~self.constant)
-        self.constant_values = X[0]
-        self.x_mean, self.x_scale = X[:, self.active].mean(0), X[:, self.active].std(0)
-        self.y_mean = float(y.mean())
-        self.y_scale = float(y.std()) or 1.0
-
-    def features(self, X: np.ndarray) -> np.ndarray:
-        return (X[:, self.active] - self.x_mean) / self.x_scale
-
-    def target(self, y: np.ndarray) -> np.ndarray:
-        return (y - self.y_mean) / self.y_scale
-
-    def unstandardise(self, Zs: np.ndarray) -> np.ndarray:
-        """Points in original units, with the constant columns at their constant value."""
-        Z = np.tile(self.constant_values, (Zs.shape[0], 1))
-        Z[:, self.active] = Zs * self.x_scale + self.x_mean
-        return Z
-
-    def kernel(self, lengthscale: np.ndarray, outputscale: float) -> RBF:
-        """The standardised-units SE kernel, exactly, in original units."""
-        full = np.full(self.n_features, np.inf)
-        full[self.active] = lengthscale * self.x_scale  # broadcasts an isotropic scalar
-        return RBF(full, outputscale * self.y_scale**2)
 
 
 class _SVGPModel(gpytorch.models.ApproximateGP):
