@@ -28,11 +28,11 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import check_is_fitted
 
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive, OrthogonalAdditiveKernel
+from gpexplain.models._base import PosteriorPredictMixin
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
@@ -55,7 +55,7 @@ MEASURES = ("gaussian", "empirical")
 _CONSTANT_VARIANCE_START = 0.1  # sigma_0^2 on centred, standardised targets
 
 
-class AdditiveGPRegressor(RegressorMixin, BaseEstimator):
+class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
     """Orthogonal additive GP regression with squared-exponential base kernels.
 
     Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)`` with ``k(x, x') = sum_{q=0}^{Q} sigma_q^2
@@ -251,24 +251,6 @@ class AdditiveGPRegressor(RegressorMixin, BaseEstimator):
             X, y, self.kernel_, self.noise_, mean=self.mean_, feature_names=names
         )
         return self
-
-    def predict(self, X, return_std: bool = False):
-        """Posterior mean (and latent standard deviation) of f at X, in the units of y.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_points, n_features), original units
-        return_std : bool
-            Also return the latent (noise-free) posterior standard deviation.
-
-        Returns
-        -------
-        mean : ndarray (n_points,)
-        std : ndarray (n_points,), only with ``return_std=True``
-        """
-        check_is_fitted(self, "posterior_")
-        mean, var = self.posterior_.predict(X)
-        return (mean, np.sqrt(var)) if return_std else mean
 
 
 def _optimise(Xs, ys, measure, order, start, max_iter, callback, start_index, n_starts):

@@ -21,11 +21,11 @@ import gpytorch
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
 
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import RBF, as_kernel
 from gpexplain.kernels.gpytorch_adapter import input_scaled, squared_exponential
+from gpexplain.models._base import PosteriorPredictMixin
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
@@ -55,7 +55,7 @@ class FitError(RuntimeError):
     """Hyperparameter optimisation failed from every starting point."""
 
 
-class GPRegressor(RegressorMixin, BaseEstimator):
+class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
     """Exact Gaussian-process regression (squared-exponential, Matern, RQ or any GPyTorch kernel).
 
     Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)``, ``eps ~ N(0, noise)``; by default
@@ -384,32 +384,6 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             X, y, self.kernel_, self.noise_, mean=self.mean_, feature_names=names
         )
         return self
-
-    # -- prediction ---------------------------------------------------------------------
-    def predict(self, X, return_std: bool = False, noisy: bool = False):
-        """Posterior predictive mean (and standard deviation) in the units of y.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_points, n_features)
-        return_std : bool
-            Also return the standard deviation.
-        noisy : bool
-            Include the noise variance in the standard deviation (predicting a new
-            observation rather than the latent function).
-
-        Returns
-        -------
-        mean : ndarray (n_points,)
-        std : ndarray (n_points,), only with ``return_std=True``
-        """
-        check_is_fitted(self, "posterior_")
-        mean, var = self.posterior_.predict(X)
-        if not return_std:
-            return mean
-        if noisy:
-            var = var + self.noise_
-        return mean, np.sqrt(var)
 
 
 def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_starts):

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
 
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
+from gpexplain.models._base import PosteriorPredictMixin
 from gpexplain.models._fitting import check_optimizer
 from gpexplain.models.gp_regressor import GPRegressor
 from gpexplain.posterior.mixture import MixturePosterior
@@ -41,7 +41,7 @@ def _check_positive_int(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
-class RandomFeatureGPRegressor(RegressorMixin, BaseEstimator):
+class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
     """Sparse-spectrum (random-feature) GP regression, optionally marginalised over draws.
 
     Model: ``y = f(x) + eps``, ``f(x) = m0 + phi(x) . w``, ``w ~ N(0, I)``,
@@ -209,25 +209,3 @@ class RandomFeatureGPRegressor(RegressorMixin, BaseEstimator):
         self.feature_names_in_ = list(names)
         self.n_features_in_ = X.shape[1]
         return self
-
-    def predict(self, X, return_std: bool = False, noisy: bool = False):
-        """Posterior predictive mean (and standard deviation) in the units of y.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_points, n_features)
-        return_std : bool
-            Also return the standard deviation (of the mixture when ``n_models > 1``).
-        noisy : bool
-            Include the noise variance (predicting a new observation, not the latent f).
-
-        Returns
-        -------
-        mean : ndarray (n_points,)
-        std : ndarray (n_points,), only with ``return_std=True``
-        """
-        check_is_fitted(self, "posterior_")
-        if not return_std:
-            return self.posterior_.predict_mean(X)
-        mean, var = self.posterior_.predict(X)
-        return mean, np.sqrt(var + self.noise_ if noisy else var)

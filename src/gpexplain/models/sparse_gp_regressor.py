@@ -33,6 +33,7 @@ from sklearn.cluster import KMeans
 
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import RBF
+from gpexplain.models._base import PosteriorPredictMixin
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
@@ -42,7 +43,7 @@ from gpexplain.models._fitting import (
     gaussian_likelihood,
 )
 from gpexplain.models._standardisation import FeatureScaling, constant_columns, target_scaling
-from gpexplain.models.gp_regressor import KERNELS, FitError, GPRegressor
+from gpexplain.models.gp_regressor import KERNELS, FitError
 from gpexplain.posterior.exact import cholesky_with_jitter
 from gpexplain.posterior.variational import VariationalPosterior
 
@@ -52,7 +53,7 @@ OPTIMIZERS = ("adam", None)
 INDUCING_INITS = ("kmeans", "random")
 
 
-class SparseGPRegressor(RegressorMixin, BaseEstimator):
+class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
     """Sparse variational Gaussian-process regression (SVGP) with a squared-exponential kernel.
 
     Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)``, ``k(x, x') = variance * exp(-0.5 * sum_i
@@ -349,8 +350,6 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
                 history.append(float(np.mean(epoch_elbo)))
                 display.update(task, elbo=f"{history[-1]:.4f}")
         return history
-
-    predict = GPRegressor.predict  # same contract: latent mean, optional (noisy) std
 
 
 def _set_optimal_variational(model, likelihood, X_t, y_t) -> float:
