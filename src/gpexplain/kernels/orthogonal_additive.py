@@ -32,6 +32,7 @@ import gpytorch
 import numpy as np
 import torch
 
+from gpexplain.kernels._parameters import as_lengthscale
 from gpexplain.kernels.measures import Empirical, Gaussian
 
 __all__ = [
@@ -136,13 +137,7 @@ class OrthogonalAdditive:
     """
 
     def __init__(self, lengthscale, order_variances, measure, max_order: int | None = None):
-        lengthscale = np.asarray(lengthscale, dtype=np.float64)
-        if lengthscale.ndim > 1:
-            raise ValueError(
-                f"lengthscale must be a scalar or a 1-D vector, got shape {lengthscale.shape}."
-            )
-        if np.any(np.isnan(lengthscale)) or np.any(lengthscale <= 0):
-            raise ValueError(f"lengthscale must be positive (np.inf allowed), got {lengthscale}.")
+        lengthscale = as_lengthscale(lengthscale)
         order_variances = np.asarray(order_variances, dtype=np.float64)
         if order_variances.ndim != 1 or order_variances.shape[0] < 2:
             raise ValueError(

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain.kernels._parameters import as_variance
 from gpexplain.kernels.rbf import RBF
 
 __all__ = ["RandomFeatureKernel", "sinc"]
@@ -91,11 +92,8 @@ class RandomFeatureKernel:
             )
         if not np.all(np.isfinite(frequencies)):
             raise ValueError("frequencies must be finite numbers.")
-        variance = float(variance)
-        if not np.isfinite(variance) or variance <= 0:
-            raise ValueError(f"variance must be a positive finite number, got {variance}.")
         self.frequencies = frequencies
-        self.variance = variance
+        self.variance = as_variance(variance)
 
     @classmethod
     def from_rbf(

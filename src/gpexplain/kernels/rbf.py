@@ -18,6 +18,7 @@ from gpexplain.kernels._gaussian_integrals import (
     path_integral_unit_gaussian,
     segment_moments,
 )
+from gpexplain.kernels._parameters import as_lengthscale, as_variance
 
 __all__ = ["RBF"]
 
@@ -41,18 +42,8 @@ class RBF:
     """
 
     def __init__(self, lengthscale=1.0, variance: float = 1.0):
-        lengthscale = np.asarray(lengthscale, dtype=np.float64)
-        if lengthscale.ndim > 1:
-            raise ValueError(
-                f"lengthscale must be a scalar or a 1-D vector, got shape {lengthscale.shape}."
-            )
-        if np.any(np.isnan(lengthscale)) or np.any(lengthscale <= 0):
-            raise ValueError(f"lengthscale must be positive (np.inf allowed), got {lengthscale}.")
-        variance = float(variance)
-        if not np.isfinite(variance) or variance <= 0:
-            raise ValueError(f"variance must be a positive finite number, got {variance}.")
-        self.lengthscale = lengthscale
-        self.variance = variance
+        self.lengthscale = as_lengthscale(lengthscale)
+        self.variance = as_variance(variance)
 
     @property
     def ard(self) -> bool:

@@ -1,0 +1,39 @@
+"""Validation of the kernel hyperparameters shared by several kernels (units of the inputs/y)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["as_lengthscale", "as_variance"]
+
+
+def as_lengthscale(lengthscale) -> np.ndarray:
+    """A scalar (isotropic) or 1-D (ARD) positive lengthscale as float64; ``np.inf`` allowed.
+
+    Raises
+    ------
+    ValueError
+        More than one dimension, a NaN, or a value <= 0.
+    """
+    lengthscale = np.asarray(lengthscale, dtype=np.float64)
+    if lengthscale.ndim > 1:
+        raise ValueError(
+            f"lengthscale must be a scalar or a 1-D vector, got shape {lengthscale.shape}."
+        )
+    if np.any(np.isnan(lengthscale)) or np.any(lengthscale <= 0):
+        raise ValueError(f"lengthscale must be positive (np.inf allowed), got {lengthscale}.")
+    return lengthscale
+
+
+def as_variance(variance) -> float:
+    """A positive finite output variance as a float.
+
+    Raises
+    ------
+    ValueError
+        Not positive, or not finite.
+    """
+    variance = float(variance)
+    if not np.isfinite(variance) or variance <= 0:
+        raise ValueError(f"variance must be a positive finite number, got {variance}.")
+    return variance
