@@ -32,6 +32,26 @@ def _panel_height(n_features: int) -> float:
     return 1.2 + 0.32 * n_features
 
 
+def _ranking_axes(names: list[str], ax: Axes | None) -> tuple[Figure, Axes]:
+    """The given axes, or a new figure sized for one horizontal bar row per name."""
+    if ax is not None:
+        return ax.figure, ax
+    longest = max(len(name) for name in names)
+    figure = Figure(
+        figsize=(4.8 + 0.075 * longest, _panel_height(len(names))), layout="constrained"
+    )
+    return figure, figure.subplots()
+
+
+def _rank_rows(ax: Axes, ranked_names: list[str]) -> None:
+    """Label bar rows 0, 1, ... with ``ranked_names``, the first at the top; light x grid."""
+    ax.set_yticks(np.arange(len(ranked_names)), ranked_names)
+    if not ax.yaxis_inverted():
+        ax.invert_yaxis()
+    ax.grid(axis="x", color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+
+
 def plot_attributions(
     attr: Attribution,
     points: Sequence[int] | None = None,
@@ -180,14 +200,7 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
     importance = np.mean(np.abs(attr.mean), axis=0)
     spread = 1.96 * np.mean(attr.std, axis=0)
     order = np.argsort(-importance, kind="stable")
-    if ax is None:
-        longest = max(len(name) for name in attr.feature_names)
-        figure = Figure(
-            figsize=(4.8 + 0.075 * longest, _panel_height(attr.n_features)), layout="constrained"
-        )
-        ax = figure.subplots()
-    else:
-        figure = ax.figure
+    figure, ax = _ranking_axes(attr.feature_names, ax)
     positions = np.arange(attr.n_features)
     xerr = None
     if attr.cov is not None:
@@ -196,9 +209,7 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
         positions, importance[order], xerr=xerr, color="0.45", alpha=0.9,
         error_kw={"ecolor": "0.1", "capsize": 2.5, "elinewidth": 1.0},
     )
-    ax.set_yticks(positions, [attr.feature_names[i] for i in order])
-    if not ax.yaxis_inverted():
-        ax.invert_yaxis()
+    _rank_rows(ax, [attr.feature_names[i] for i in order])
     label = "mean |attribution| (units of the target)"
     if attr.cov is not None:
         label += "\nerror bars: \u00b11.96 \u00d7 mean posterior std (conservative)"
@@ -206,8 +217,6 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
     ax.set_xlim(left=0.0)
     points = f"{attr.n_points} point" + ("s" if attr.n_points != 1 else "")
     ax.set_title(f"Global importance over {points}", fontsize="medium")
-    ax.grid(axis="x", color="0.9", linewidth=0.6)
-    ax.set_axisbelow(True)
     return figure
 
 
@@ -250,29 +259,18 @@ def plot_global_shapley(result, ax: Axes | None = None) -> Figure:
     first_order = np.asarray(result.first_order, dtype=np.float64)
     names = list(result.feature_names)
     order = np.argsort(-values, kind="stable")
-    if ax is None:
-        longest = max(len(name) for name in names)
-        figure = Figure(
-            figsize=(4.8 + 0.075 * longest, _panel_height(len(names))), layout="constrained"
-        )
-        ax = figure.subplots()
-    else:
-        figure = ax.figure
+    figure, ax = _ranking_axes(names, ax)
     positions = np.arange(len(names))
     ax.barh(positions - 0.2, values[order], height=0.4, color="0.35", label="Shapley effect")
     ax.barh(
         positions + 0.2, first_order[order], height=0.4, color="0.7",
         label="first-order (main effect only)",
     )
-    ax.set_yticks(positions, [names[i] for i in order])
-    if not ax.yaxis_inverted():
-        ax.invert_yaxis()
+    _rank_rows(ax, [names[i] for i in order])
     ax.set_xlabel("variance of the prediction (squared units of the target)")
     ax.set_title(
         f"Global Shapley values (total variance {float(result.total_variance):.4g})",
         fontsize="medium",
     )
     ax.legend(fontsize="small", loc="lower right")
-    ax.grid(axis="x", color="0.9", linewidth=0.6)
-    ax.set_axisbelow(True)
     return figure
