@@ -16,6 +16,7 @@ __all__ = [
     "as_feature_matrix",
     "as_target",
     "check_feature_count",
+    "check_feature_names",
     "check_finite_result",
     "to_numpy",
 ]
@@ -157,6 +158,24 @@ def check_feature_count(X: np.ndarray, n_features: int, name: str = "X") -> None
     if X.shape[1] != n_features:
         raise ValueError(
             f"{name} has {X.shape[1]} features but the model was fitted on {n_features}."
+        )
+
+
+def check_feature_names(
+    table, names: list[str], expected: list[str], name: str = "X", what: str = "features"
+) -> None:
+    """Refuse a DataFrame whose columns differ from the training ones (order included).
+
+    ``names`` are the columns of ``table`` as returned by ``as_feature_matrix``; nothing is
+    checked for arrays, or when the model was trained without names (``x0, x1, ...``).
+    ``what`` names the training columns in the message ("features", "columns").
+    """
+    default = [f"x{i}" for i in range(len(expected))]
+    if isinstance(table, pd.DataFrame) and expected != default and names != expected:
+        # A reordered or renamed table would be used column by column, silently wrong.
+        raise ValueError(
+            f"{name} columns {names} do not match the training {what} {expected}; select "
+            f"them in that order, e.g. {name}[{expected}]."
         )
 
 

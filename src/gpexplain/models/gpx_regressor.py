@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import gpytorch
 import numpy as np
-import pandas as pd
 import torch
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from scipy.linalg import cho_solve, solve_triangular
@@ -40,6 +39,7 @@ from gpexplain._validation import (
     as_feature_matrix,
     as_target,
     check_feature_count,
+    check_feature_names,
     check_finite_result,
 )
 from gpexplain.attribution import Attribution
@@ -309,7 +309,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "alpha_")
         values, names = as_feature_matrix(X, "X")
         check_feature_count(values, self.X_train_.shape[1], "X")
-        _check_column_names(X, names, self.kernel_feature_names_, "X")
+        check_feature_names(X, names, self.kernel_feature_names_, "X", what="columns")
         if Z is None:
             if not self.z_is_x_:
                 raise ValueError(
@@ -319,7 +319,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
             return values, values
         z_values, z_names = _as_representation(Z, values.shape[0])
         check_feature_count(z_values, self.n_features_in_, "Z")
-        _check_column_names(Z, z_names, self.feature_names_in_, "Z")
+        check_feature_names(Z, z_names, self.feature_names_in_, "Z", what="columns")
         return values, z_values
 
     def _latent_moments(self, X, Z, with_var: bool = True):
@@ -476,17 +476,6 @@ def _as_representation(Z, n_rows: int) -> tuple[np.ndarray, list[str]]:
             "representation of the same rows, in the same order."
         )
     return values, names
-
-
-def _check_column_names(table, names: list[str], expected: list[str], name: str) -> None:
-    """Refuse a DataFrame whose columns differ from the training columns (order included)."""
-    default = [f"x{i}" for i in range(len(expected))]
-    if isinstance(table, pd.DataFrame) and expected != default and names != expected:
-        # A reordered table would be predicted and explained column by column, silently wrong.
-        raise ValueError(
-            f"{name} columns {names} do not match the training columns {expected}; select "
-            f"them in that order, e.g. {name}[{expected}]."
-        )
 
 
 def _root_mean_square(values: np.ndarray) -> float:

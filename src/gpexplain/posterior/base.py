@@ -18,9 +18,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import numpy as np
-import pandas as pd
 
-from gpexplain._validation import as_feature_matrix, check_feature_count, check_finite_result
+from gpexplain._validation import (
+    as_feature_matrix,
+    check_feature_count,
+    check_feature_names,
+    check_finite_result,
+)
 
 __all__ = ["Posterior", "as_posterior"]
 
@@ -87,17 +91,7 @@ class Posterior(ABC):
         """
         values, names = as_feature_matrix(X, name)
         check_feature_count(values, self.n_features, name)
-        default_names = [f"x{i}" for i in range(self.n_features)]
-        if (
-            isinstance(X, pd.DataFrame)
-            and self.feature_names != default_names
-            and names != self.feature_names
-        ):
-            # A reordered or renamed table would be explained column by column silently wrong.
-            raise ValueError(
-                f"{name} columns {names} do not match the training features "
-                f"{self.feature_names}; select them in that order, e.g. X[{self.feature_names}]."
-            )
+        check_feature_names(X, names, self.feature_names, name)
         return values
 
     def predict_mean(self, X) -> np.ndarray:
