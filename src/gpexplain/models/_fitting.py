@@ -25,7 +25,7 @@ __all__ = [
     "check_optimizer",
     "check_max_iter",
     "check_noise",
-    "check_restarts_and_iterations",
+    "check_multistart_params",
     "gaussian_likelihood",
     "maximise_exact_marginal_likelihood",
     "run_lbfgs",
@@ -45,7 +45,7 @@ def check_optimizer(optimizer, allowed: tuple = OPTIMIZERS) -> None:
         raise ValueError(f"unknown optimizer {optimizer!r}; use {allowed[0]!r} or None.")
 
 
-def check_restarts_and_iterations(estimator) -> None:
+def check_multistart_params(estimator) -> None:
     """Validate ``n_restarts``, ``max_iter`` and ``noise`` of a multi-start L-BFGS estimator."""
     if not isinstance(estimator.n_restarts, int | np.integer) or estimator.n_restarts < 0:
         raise ValueError(f"n_restarts must be an integer >= 0, got {estimator.n_restarts!r}.")

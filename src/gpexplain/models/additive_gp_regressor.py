@@ -37,8 +37,8 @@ from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
+    check_multistart_params,
     check_optimizer,
-    check_restarts_and_iterations,
     maximise_exact_marginal_likelihood,
 )
 from gpexplain.models._standardisation import (
@@ -153,7 +153,7 @@ class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"max_order must be a positive integer or None, got {self.max_order!r}."
             )
-        check_restarts_and_iterations(self)
+        check_multistart_params(self)
 
     def _starting_points(self, n_active: int, order: int, y_scale: float) -> list:
         """(lengthscales, order variances, noise) in standardised units for each start.

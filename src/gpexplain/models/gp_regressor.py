@@ -30,8 +30,8 @@ from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
+    check_multistart_params,
     check_optimizer,
-    check_restarts_and_iterations,
     maximise_exact_marginal_likelihood,
 )
 from gpexplain.models._standardisation import (
@@ -180,7 +180,7 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
                 "optimizer=None needs kernel=gx.kernels.RBF(...) or a GPyTorch kernel with its "
                 "values."
             )
-        check_restarts_and_iterations(self)
+        check_multistart_params(self)
         return ard
 
     def _starting_points(self, ard: bool, scaling: FeatureScaling, y_scale) -> list:
