@@ -22,8 +22,11 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	MPLBACKEND=Agg $(BIN)/python -m pytest
 
+# Every benchmark in sequence (each writes benchmarks/results/<name>.json); about an hour.
+BENCHMARKS := ig_exact_vs_numerical quadrature_rules random_features_convergence sparse_scaling \
+	boston_svgp shapley_speed feature_selection oak_accuracy gpx_accuracy gpx_explanations gpx_time
 bench: $(STAMP)
-	$(BIN)/python benchmarks/ig_exact_vs_numerical.py
+	for name in $(BENCHMARKS); do $(BIN)/python benchmarks/$$name.py || exit 1; done
 
 clean:
 	rm -rf $(VENV)
