@@ -96,27 +96,28 @@ def shapley_values(
     posterior = _additive_posterior(model_or_posterior)
     X = posterior.check_inputs(X)
     kernel, Z = posterior.kernel, posterior.train_inputs
+    constant_variance = float(kernel.order_variances[0])
 
     def explain_block(block):
-        cross = kernel.shapley_cross(block, Z)
-        prior = kernel.shapley_prior(block) if return_cov else None
-        return functional_posterior(posterior, cross, prior)
+        # One set of kernel components per block serves the Shapley cross term and k(x, Z);
+        # k(x, Z) comes from the elementary-symmetric recursion, independently of A.
+        cross, gram = kernel.shapley_cross(block, Z, return_kernel=True)
+        prediction = posterior.mean + gram @ posterior.alpha
+        if not return_cov:
+            return cross @ posterior.alpha, None, prediction, None
+        mean, cov = functional_posterior(posterior, cross, kernel.shapley_prior(block))
+        # Var[f(x) - f_0] directly from the kernel (independently of A and P):
+        # prior k(x, x) - sigma_0^2, cross k(x, Z) - sigma_0^2.
+        reduction = posterior.quadratic_form((gram - constant_variance)[:, None, :])[:, 0, 0]
+        difference = np.maximum(kernel.diag(block) - constant_variance - reduction, 0.0)
+        return mean, cov, prediction, difference
 
     if chunk_size is None:
         # The recursion holds prefix polynomials of every (point, training point, feature).
         chunk_size = default_chunk_size(*Z.shape, copies_per_point=kernel.order + 2)
-    mean, cov = map_chunks(explain_block, X, chunk_size)
-    constant_variance = float(kernel.order_variances[0])
+    mean, cov, prediction, difference_variance = map_chunks(explain_block, X, chunk_size)
     base_value = posterior.mean + constant_variance * float(np.sum(posterior.alpha))
-    difference_variance = None
-    if return_cov:
-        # Var[f(x) - f_0] directly from the kernel (independently of A and P):
-        # prior k(x, x) - sigma_0^2, cross k(x, Z) - sigma_0^2.
-        cross = kernel(X, Z) - constant_variance
-        reduction = posterior.quadratic_form(cross[:, None, :])[:, 0, 0]
-        difference_variance = np.maximum(kernel.diag(X) - constant_variance - reduction, 0.0)
-    prediction = posterior.predict_mean(X)
-    check_finite_result("shapley_values", mean, cov, difference_variance)
+    check_finite_result("shapley_values", mean, cov, prediction, difference_variance)
     return Attribution(
         mean=mean,
         cov=cov,

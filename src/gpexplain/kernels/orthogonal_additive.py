@@ -77,7 +77,8 @@ def leave_one_out_weighted_sums(z: np.ndarray, weights: np.ndarray) -> np.ndarra
     ``e_r(z_{-i}) = sum_{a+b=r} e_a(z_1..z_{i-1}) e_b(z_{i+1}..z_d)``. The prefix polynomials are
     accumulated forwards; the weighted suffix ``G_j[a] = sum_b weights[a+b] e_b(z_j..z_d)`` obeys
     ``G_j[a] = G_{j+1}[a] + z_j G_{j+1}[a+1]`` with ``G_{d+1}[a] = weights[a]``, so
-    ``out_i = z_i sum_a prefix_i[a] G_{i+1}[a]`` without any convolution.
+    ``out_i = z_i sum_a prefix_i[a] G_{i+1}[a]`` without any convolution. Only sums of products
+    are formed (no subtraction, no division), so the result is as stable as the polynomials.
 
     Parameters
     ----------
@@ -88,21 +89,46 @@ def leave_one_out_weighted_sums(z: np.ndarray, weights: np.ndarray) -> np.ndarra
     Returns
     -------
     ndarray of shape (..., d)
+        A view of a feature-first array; a ``z`` that is itself such a view (as
+        ``OrthogonalAdditive.components`` returns) is not copied.
     """
-    batch, d = z.shape[:-1], z.shape[-1]
+    z = np.asarray(z, dtype=np.float64)
+    return np.moveaxis(_leave_one_out_by_feature(np.moveaxis(z, -1, 0), weights), 0, -1)
+
+
+def _leave_one_out_by_feature(z: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``leave_one_out_weighted_sums`` with the feature axis first: z and out of shape (d, ...).
+
+    Feature and order axes lead so that every update of the recursions is one contiguous
+    vectorised operation over the whole batch (with them last, each would be a strided slice);
+    orders that are zero so far (``e_a`` of i features for a > i) are skipped.
+    """
+    shape = z.shape
+    z = np.ascontiguousarray(z).reshape(shape[0], -1)  # (d, batch), free for contiguous z
+    d, batch = z.shape
     R = weights.shape[0]
-    prefix = np.empty(batch + (d, R))
-    e = np.zeros(batch + (R,))
-    e[..., 0] = 1.0
-    for i in range(d):
-        prefix[..., i, :] = e
-        e[..., 1:] = e[..., 1:] + z[..., i, None] * e[..., :-1]  # right side is a new array
-    G = np.broadcast_to(weights, batch + (R,)).copy()
-    out = np.empty(z.shape)
+    # prefix[i, a] = e_a(z_1..z_{i-1}), stored for a <= min(i, R - 1) only (the rest is zero).
+    prefix = np.empty((d, R, batch))
+    prefix[0, 0] = 1.0
+    for i in range(1, d):
+        top, kept = min(i, R - 1), min(i - 1, R - 1)
+        current, previous = prefix[i], prefix[i - 1]
+        current[0] = 1.0
+        np.multiply(previous[:top], z[i - 1], out=current[1:top + 1])
+        current[1:kept + 1] += previous[1:kept + 1]
+    G = np.repeat(np.asarray(weights, dtype=np.float64)[:, None], batch, axis=1)
+    scratch = np.empty((R, batch))
+    out = np.empty((d, batch))
     for j in range(d - 1, -1, -1):
-        out[..., j] = z[..., j] * np.sum(prefix[..., j, :] * G, axis=-1)
-        G[..., :-1] = G[..., :-1] + z[..., j, None] * G[..., 1:]
-    return out
+        used = min(j, R - 1) + 1  # prefix orders a = 0..min(j, R - 1)
+        np.multiply(prefix[j, :used], G[:used], out=scratch[:used])
+        np.add.reduce(scratch[:used], axis=0, out=out[j])
+        out[j] *= z[j]
+        # The next feature reads G[a] for a <= min(j - 1, R - 1); G[R] is zero (no weight).
+        updated = min(j, R - 1)
+        np.multiply(G[1:updated + 1], z[j], out=scratch[:updated])
+        G[:updated] += scratch[:updated]
+    return out.reshape(shape)
 
 
 class OrthogonalAdditive:
@@ -209,13 +235,25 @@ class OrthogonalAdditive:
 
     # -- kernel values ------------------------------------------------------------------------
     def components(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
-        """Constrained base-kernel matrices ``kt_i(X1[:, i], X2[:, i])``, shape (n1, n2, d)."""
+        """Constrained base-kernel matrices ``kt_i(X1[:, i], X2[:, i])``, shape (n1, n2, d).
+
+        A view of a feature-first array: each feature's (n1, n2) matrix is contiguous, as the
+        recursions over features want it.
+        """
+        return np.moveaxis(self._components_by_feature(X1, X2), 0, -1)
+
+    def _components_by_feature(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """``components`` with the feature axis first, shape (d, n1, n2), contiguous."""
         X1, X2 = np.asarray(X1, dtype=np.float64), np.asarray(X2, dtype=np.float64)
         lengthscale, measure = self._resolve(X1.shape[1])
         # Direct differences: expanding the square cancels for features far from zero.
-        k = np.exp(-0.5 * (X1[:, None, :] - X2[None, :, :]) ** 2 / lengthscale**2)
+        k = X1.T[:, :, None] - X2.T[:, None, :]
+        k *= k
+        k *= (-0.5 / lengthscale**2)[:, None, None]
+        np.exp(k, out=k)
         h1, h2 = measure.se_embedding(X1, lengthscale), measure.se_embedding(X2, lengthscale)
-        return k - h1[:, None, :] * h2[None, :, :]
+        k -= h1.T[:, :, None] * h2.T[:, None, :]
+        return k
 
     def component_diag(self, X: np.ndarray) -> np.ndarray:
         """``kt_i(x_i, x_i)`` for each row and feature, shape (n, d), >= 0 up to round-off."""
@@ -261,17 +299,31 @@ class OrthogonalAdditive:
         orders = np.arange(1, self.order + 1)
         return variances[1:] / orders
 
-    def shapley_cross(self, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    def shapley_cross(self, X: np.ndarray, Z: np.ndarray, return_kernel: bool = False):
         """Cross term of the local Shapley values, ``A[p, i, n] = sum_{S ni i} sigma_|S|^2 / |S|
         prod_{l in S} kt_l(x_pl, z_nl)`` (paper 004 eq. 9 before the product with alpha).
 
+        Parameters
+        ----------
+        X : ndarray (n_points, d)
+        Z : ndarray (n_train, d)
+        return_kernel : bool, default False
+            Also return the kernel matrix ``k(X, Z)``, from the same components but by the
+            elementary-symmetric recursion (not from A), so that completeness still compares
+            two computations.
+
         Returns
         -------
-        ndarray of shape (n_points, d, n_train); ``sum_i A[p, i, n] = k(x_p, z_n) - sigma_0^2``.
+        cross : ndarray of shape (n_points, d, n_train)
+            ``sum_i A[p, i, n] = k(x_p, z_n) - sigma_0^2``.
+        kernel : ndarray of shape (n_points, n_train), only if ``return_kernel``
         """
-        z = self.components(X, Z)  # (p, n, d)
-        cross = leave_one_out_weighted_sums(z, self._shapley_weights(self.order_variances))
-        return np.swapaxes(cross, 1, 2)
+        z = self._components_by_feature(X, Z)  # (d, p, n)
+        loo = _leave_one_out_by_feature(z, self._shapley_weights(self.order_variances))
+        cross = np.ascontiguousarray(np.moveaxis(loo, 0, 1))
+        if return_kernel:
+            return cross, self._combine(np.moveaxis(z, 0, -1))
+        return cross
 
     def shapley_prior(self, X: np.ndarray) -> np.ndarray:
         """Prior covariance of the local Shapley values at each point, shape (n_points, d, d).
@@ -282,18 +334,19 @@ class OrthogonalAdditive:
         off-diagonal: ``c_i c_j sum_r u_{r+2} e_r(c_{-i,-j})`` with ``u_q = sigma_q^2 / q^2``,
         both through ``leave_one_out_weighted_sums`` (O(d^2 Q) per point).
         """
-        c = self.component_diag(X)  # (p, d)
-        n_points, d = c.shape
+        c = self.component_diag(X).T  # (d, p)
+        d, n_points = c.shape
         orders = np.arange(1, self.order + 1)
         squared_share = self.order_variances[1:] / orders**2  # u_1..u_Q
         prior = np.zeros((n_points, d, d))
         features = np.arange(d)
-        prior[:, features, features] = leave_one_out_weighted_sums(c, squared_share)
+        prior[:, features, features] = _leave_one_out_by_feature(c, squared_share).T
         if self.order >= 2:
-            for i in range(d):
-                others = np.delete(features, i)
-                pair = leave_one_out_weighted_sums(c[:, others], squared_share[1:])
-                prior[:, i, others] = c[:, i, None] * pair
+            # others[i] = the features other than i; all rows i in one batched recursion.
+            others = np.array([np.delete(features, i) for i in features])  # (d, d - 1)
+            pair = _leave_one_out_by_feature(c[others.T], squared_share[1:])  # (d-1, d, p)
+            off_diagonal = c[:, None, :] * pair.transpose(1, 0, 2)  # (i, k, p)
+            prior[:, features[:, None], others] = np.moveaxis(off_diagonal, -1, 0)
         return prior
 
     def variance_functionals(self, Z1: np.ndarray, Z2: np.ndarray):
