@@ -1,4 +1,4 @@
-"""Data and machine helpers shared by the three GPX benchmarks (Yoshikawa and Iwata 2021).
+"""Data and run helpers shared by the three GPX benchmarks (Yoshikawa and Iwata 2021).
 
 The six tabular data sets of the paper's Sec. 5.1 and Table 6, read from ``../shared/data``
 or scikit-learn's offline copies, with the paper's protocol: random 80/20 training/test splits,
@@ -18,22 +18,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
-import json
-import platform
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
+from _common import DATA, machine_info
 from sklearn.datasets import load_diabetes, load_digits
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-RESULTS = REPO / "benchmarks" / "results"
 DATASETS = ("digits", "abalone", "diabetes", "boston", "fish", "wine")
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -142,35 +134,17 @@ def timed(function, *args, **kwargs):
     return result, time.perf_counter() - start
 
 
-def machine_info() -> dict:
-    """What the numbers were measured on (recorded in every JSON)."""
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-            check=False,
-        ).stdout.strip()
-    except OSError:
-        commit = None
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "git_commit": commit,
-        "load_average_start": list(os.getloadavg()),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-    }
+def run_datasets(run_dataset, args) -> tuple[dict, dict]:
+    """``{name: run_dataset(name, args)}`` over ``args.datasets``, and the machine record.
 
-
-def write_json(name: str, payload: dict) -> Path:
-    """Write ``benchmarks/results/<name>.json`` and return its path."""
-    payload["machine"]["load_average_end"] = list(os.getloadavg())
-    # CPU time is the one-core budget's measure: wall time inflates when the machine is shared.
-    payload["machine"]["process_cpu_seconds"] = time.process_time()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    return path
+    The record (``_common.machine_info``, taken before the runs) gets their wall-clock
+    ``total_seconds``.
+    """
+    machine = machine_info()
+    start = time.perf_counter()
+    results = {name: run_dataset(name, args) for name in args.datasets}
+    machine["total_seconds"] = time.perf_counter() - start
+    return results, machine
 
 
 def mean_std(values) -> dict:

@@ -1,82 +1,11 @@
-"""What the additive-GP Shapley benchmarks share: one-core setup, data loaders, run records.
+"""The real data sets of the additive-GP Shapley benchmarks.
 
-Imported by ``shapley_speed.py``, ``feature_selection.py`` and ``oak_accuracy.py`` (run as
-scripts, so this directory is on ``sys.path``).
+Imported by ``oak_accuracy.py`` (run as a script, so this directory is on ``sys.path``).
 """
 
 from __future__ import annotations
 
-import os
-import platform
-import subprocess
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-RESULTS = REPO / "benchmarks" / "results"
-
-def machine_info() -> dict:
-    """Cores, versions, thread settings and git commit, recorded with every result."""
-    import numpy as np
-    import scipy
-    import sklearn
-    import torch
-
-    info = {
-        "logical_cores": os.cpu_count(),
-        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "platform": platform.platform(),
-        "torch_threads": torch.get_num_threads(),
-        "thread_environment": {name: os.environ.get(name) for name in (
-            "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
-        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
-        "load_average_start": list(os.getloadavg()),
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "scikit-learn": sklearn.__version__,
-            "torch": torch.__version__,
-        },
-    }
-    try:
-        import shap
-
-        info["versions"]["shap"] = shap.__version__
-    except ImportError:
-        pass
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--", "src"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()
-        info["gpexplain_git_commit"] = commit + (" (src modified)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return info
-
-
-def write_results(name: str, payload: dict) -> Path:
-    """Write ``benchmarks/results/<name>.json`` with the end-of-run load average added."""
-    import json
-
-    payload.setdefault("machine", {})["load_average_end"] = list(os.getloadavg())
-    path = RESULTS / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n")
-    return path
+from _common import DATA
 
 
 # -- real data sets (../shared/data, see its README for provenance) ----------------------------

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from sparse_scaling import machine_info, write_results
+from _common import machine_info, write_results
 
 from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
@@ -135,7 +135,8 @@ def main() -> None:
         baseline="training mean (0 on the standardised data, the paper's x~ = 0)",
         standardisation="X and y by mean and population standard deviation",
     )
-    write_results(
+    path = write_results(
+        args.output,
         {
             "settings": settings,
             "machine": machine,
@@ -162,8 +163,8 @@ def main() -> None:
                 "per_feature": table.loc[order].to_dict(orient="index"),
             },
         },
-        args.output,
     )
+    print(f"\nwrote {path.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import torch
-from _shapley_common import DATA, RESULTS, machine_info, write_results
+from _common import DATA, RESULTS, machine_info, write_results
 from scipy.stats import rankdata
 from sklearn.datasets import load_diabetes
 from sklearn.ensemble import RandomForestRegressor

@@ -23,11 +23,11 @@ Results: ``benchmarks/results/gpx_accuracy.json``.
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import _gpx_data as data  # first: sets the one-thread environment before NumPy and torch
 import numpy as np
+from _common import write_results
 from sklearn.linear_model import LassoCV, RidgeCV
 
 from gpexplain.models.gp_regressor import GPRegressor
@@ -111,12 +111,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.splits, args.max_train, args.max_train_digits, args.max_iter = 2, 200, 200, 20
-    machine = data.machine_info()
-    start = time.perf_counter()
-    results = {}
-    for name in args.datasets:
-        results[name] = run_dataset(name, args)
-    machine["total_seconds"] = time.perf_counter() - start
+    results, machine = data.run_datasets(run_dataset, args)
     print_table(results)
     print(f"\ntotal {machine['total_seconds']:.0f} s")
     if args.quick:
@@ -146,7 +141,7 @@ def main(argv=None) -> int:
         "paper_table_1": {m: {d: list(v) for d, v in t.items()} for m, t in PAPER.items()},
         "results": results,
     }
-    print(f"wrote {data.write_json('gpx_accuracy', payload)}")
+    print(f"wrote {write_results('gpx_accuracy', payload)}")
     return 0
 
 

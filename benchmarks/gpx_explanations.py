@@ -40,6 +40,7 @@ import warnings
 import _gpx_data as data  # first: sets the one-thread environment before NumPy and torch
 import numpy as np
 import shap
+from _common import write_results
 from lime.lime_tabular import LimeTabularExplainer
 
 from gpexplain.explain.integrated_gradients import integrated_gradients
@@ -191,6 +192,17 @@ def run_split(split, args, index) -> dict:
     return result
 
 
+def run_dataset(name: str, args) -> dict:
+    """Every split's scores on one data set and their summary."""
+    per_split = []
+    for index, split in enumerate(
+        data.splits(name, args.splits, max_train=args.max_train, seed=args.seed)
+    ):
+        print(f"  {name} split {index}", flush=True)
+        per_split.append(run_split(split, args, index))
+    return {"per_split": per_split, "summary": summarise(per_split)}
+
+
 def summarise(per_split: list[dict]) -> dict:
     summary = {}
     for method in METHODS:
@@ -262,18 +274,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.splits, args.n_explain, args.max_train, args.max_iter = 1, 10, 200, 20
-    machine = data.machine_info()
-    start = time.perf_counter()
-    results = {}
-    for name in args.datasets:
-        per_split = []
-        for index, split in enumerate(
-            data.splits(name, args.splits, max_train=args.max_train, seed=args.seed)
-        ):
-            print(f"  {name} split {index}", flush=True)
-            per_split.append(run_split(split, args, index))
-        results[name] = {"per_split": per_split, "summary": summarise(per_split)}
-    machine["total_seconds"] = time.perf_counter() - start
+    results, machine = data.run_datasets(run_dataset, args)
     print_tables(results)
     print(f"\ntotal {machine['total_seconds']:.0f} s")
     if args.quick:
@@ -298,7 +299,7 @@ def main(argv=None) -> int:
         "paper": {"faithfulness": PAPER_FAITHFULNESS, "stability": PAPER_STABILITY},
         "results": results,
     }
-    print(f"wrote {data.write_json('gpx_explanations', payload)}")
+    print(f"wrote {write_results('gpx_explanations', payload)}")
     return 0
 
 

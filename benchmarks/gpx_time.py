@@ -31,6 +31,7 @@ import warnings
 import _gpx_data as data  # first: sets the one-thread environment before NumPy and torch
 import numpy as np
 import shap
+from _common import machine_info, write_results
 
 from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.models.gp_regressor import GPRegressor
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.max_train, args.shap_rows, args.max_iter = 300, 5, 10
-    machine = data.machine_info()
+    machine = machine_info()
     split = data.splits("digits", 1, max_train=args.max_train, seed=args.seed)[0]
     X_test = split.X_test
     n_test = X_test.shape[0]
@@ -132,7 +133,7 @@ def main(argv=None) -> int:
         "test_mse": mse,
         "paper_table_4": {k: {"train": v[0], "explain": v[1]} for k, v in PAPER.items()},
     }
-    print(f"wrote {data.write_json('gpx_time', payload)}")
+    print(f"wrote {write_results('gpx_time', payload)}")
     return 0
 
 

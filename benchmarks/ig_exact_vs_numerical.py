@@ -33,29 +33,21 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
-import json
-import platform
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
-import captum
-import gpytorch
-import linear_operator
 import numpy as np
 import pandas as pd
-import scipy
 import torch
+from _common import DATA, RESULTS, machine_info, write_results
 from captum.attr import IntegratedGradients
 
 import gpexplain as gx
 from gpexplain.explain.quadrature import QUADRATURE_RULES, quadrature_rule, staggered_rule
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-OUTPUT = REPO / "benchmarks" / "results" / "ig_exact_vs_numerical.json"
+OUTPUT = RESULTS / "ig_exact_vs_numerical.json"
 
 N_STEPS = (8, 16, 32, 64, 128)
 CAPTUM_METHODS = ("gausslegendre", "riemann_trapezoid")
@@ -478,60 +470,6 @@ def print_table(name: str, data: dict) -> None:
         print(f"  {key} = {shown} (>= {CRITERIA[key]:g}: {met})")
 
 
-def machine_info(threads: int) -> dict:
-    info = {
-        "logical_cores": os.cpu_count(),
-        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu": platform.processor() or platform.machine(),
-        "platform": platform.platform(),
-        "torch_threads": torch.get_num_threads(),
-        "torch_threads_requested": threads,
-        "torch_interop_threads": torch.get_num_interop_threads(),
-        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "pandas": pd.__version__,
-            "torch": torch.__version__,
-            "gpytorch": gpytorch.__version__,
-            "linear_operator": linear_operator.__version__,
-            "captum": captum.__version__,
-            "gpexplain": gx.__version__,
-        },
-    }
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        from threadpoolctl import threadpool_info
-
-        info["native_thread_pools"] = [
-            {key: pool.get(key) for key in ("internal_api", "num_threads", "version")}
-            for pool in threadpool_info()
-        ]
-    except ImportError:
-        pass
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--", "src"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()
-        info["gpexplain_git_commit"] = commit + (" (src modified)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return info
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -554,8 +492,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
     start = time.perf_counter()
-    load_start = os.getloadavg()
-    machine = machine_info(args.threads)  # before the runs: the commit that was imported
+    # Before the runs: the commit recorded is the one that was imported.
+    machine = machine_info(torch_threads_requested=args.threads)
     notes = [
         "Times are wall-clock (time.perf_counter) for gx.integrated_gradients / captum's "
         "attribute on all explained rows at once, in one process, same posterior and rows. "
@@ -597,11 +535,8 @@ def main(argv=None) -> int:
         datasets[name] = benchmark(name, X, y, baseline, baseline_note, args, notes)
 
     total = time.perf_counter() - start
-    machine["load_average_start"] = list(load_start)
-    machine["load_average_end"] = list(os.getloadavg())
     machine["total_seconds"] = total
-    machine["command"] = " ".join([Path(sys.executable).name, *sys.argv])
-    if max(load_start[0], machine["load_average_end"][0]) > 0.5:
+    if max(machine["load_average_start"][0], os.getloadavg()[0]) > 0.5:
         notes.append(
             "The 1-minute load average exceeded 0.5 during the run (other processes were "
             "running): absolute times are inflated and noisier than on an idle machine."
@@ -610,10 +545,8 @@ def main(argv=None) -> int:
         print_table(name, data)
     print(f"\ntotal {total:.1f} s, torch threads {torch.get_num_threads()}")
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
         payload = {"machine": machine, "datasets": datasets, "notes": notes}
-        output.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n")
-        print(f"wrote {output}")
+        print(f"wrote {write_results(output, payload)}")
     return 0
 
 

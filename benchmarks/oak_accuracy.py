@@ -38,7 +38,8 @@ import warnings
 
 import numpy as np
 import torch
-from _shapley_common import load_auto_mpg, load_concrete, machine_info, write_results
+from _common import machine_info, write_results
+from _shapley_common import load_auto_mpg, load_concrete
 from sklearn.model_selection import KFold
 
 from gpexplain.models.additive_gp_regressor import AdditiveGPRegressor

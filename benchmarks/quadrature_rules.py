@@ -30,7 +30,6 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: see ig_exact_vs_numerical
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -40,7 +39,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ig_exact_vs_numerical import fit, load_wine, machine_info, make_synthetic  # noqa: E402
+from _common import machine_info, write_results  # noqa: E402
+from ig_exact_vs_numerical import fit, load_wine, make_synthetic  # noqa: E402
 
 from gpexplain.explain._gaussian_functional import functional_posterior  # noqa: E402
 from gpexplain.explain.integrated_gradients import integrated_gradients  # noqa: E402
@@ -238,14 +238,13 @@ def main(argv=None) -> int:
     output = args.output if args.output is not None else (None if args.quick else OUTPUT)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    machine = machine_info(args.threads)
+    machine = machine_info(torch_threads_requested=args.threads)
     datasets = {}
     for name, loader in (("wine-quality-red", load_wine),
                          ("synthetic-sin", lambda: make_synthetic(args.seed))):
         datasets[name] = rules_benchmark(name, *loader(), args)
     matern = matern_benchmark(args)
     machine["total_seconds"] = time.perf_counter() - start
-    machine["command"] = " ".join([Path(sys.executable).name, *sys.argv])
     print_tables(datasets, matern)
     print(f"\ntotal {machine['total_seconds']:.1f} s")
     notes = [
@@ -262,11 +261,9 @@ def main(argv=None) -> int:
         f"{args.n_restarts}, one torch thread.",
     ]
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
         payload = {"machine": machine, "datasets": datasets, "matern52_graded_vs_staggered":
                    matern, "notes": notes}
-        output.write_text(json.dumps(payload, indent=2, allow_nan=True) + "\n")
-        print(f"wrote {output}")
+        print(f"wrote {write_results(output, payload)}")
     return 0
 
 

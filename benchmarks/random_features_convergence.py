@@ -40,15 +40,12 @@ for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-import scipy  # noqa: E402
+from _common import RESULTS, machine_info, write_results  # noqa: E402
 
 from gpexplain.datasets import load_dataset  # noqa: E402
 from gpexplain.explain._mixture import mixture_attribution  # noqa: E402
@@ -58,8 +55,7 @@ from gpexplain.models.gp_regressor import GPRegressor  # noqa: E402
 from gpexplain.posterior.exact import ExactPosterior  # noqa: E402
 from gpexplain.posterior.random_features import RandomFeaturePosterior  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-OUTPUT = REPO / "benchmarks" / "results" / "random_features_convergence.json"
+OUTPUT = RESULTS / "random_features_convergence.json"
 FREQUENCIES = (10, 50, 100, 500)
 
 
@@ -91,25 +87,6 @@ def distances(attribution, exact, exact_roots) -> dict[str, float]:
     }
 
 
-def machine_info() -> dict:
-    info = {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "cpu_count": os.cpu_count(),
-        "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
-    }
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-            check=True,
-        ).stdout.strip()
-        info["gpexplain_git_commit"] = commit
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return info
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke test: 10 rows, 5 models")
@@ -126,7 +103,7 @@ def main(argv=None) -> int:
         args.n_explained, args.n_models, args.n_models_largest = 10, 5, 5
     output = args.output if args.output is not None else (None if args.quick else OUTPUT)
     wall_start, cpu_start = time.perf_counter(), time.process_time()
-    load_start = os.getloadavg()
+    machine = machine_info()
 
     X_frame, y_series = load_dataset("wine-quality-red")
     names = [str(c) for c in X_frame.columns]
@@ -227,17 +204,13 @@ def main(argv=None) -> int:
             f"{len(y)} rows; the hyperparameters come from {len(fit_rows)} rows."
         ),
         "results": results,
-        "machine": machine_info(),
-        "load_average_start": list(load_start),
-        "load_average_end": list(os.getloadavg()),
+        "machine": machine,
         "wall_seconds": time.perf_counter() - wall_start,
         "cpu_seconds": time.process_time() - cpu_start,
     }
     print(f"total: {payload['cpu_seconds']:.0f} s CPU, {payload['wall_seconds']:.0f} s wall")
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"wrote {output}")
+        print(f"wrote {write_results(output, payload)}")
     return 0
 
 

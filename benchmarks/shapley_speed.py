@@ -56,7 +56,7 @@ import warnings
 import numpy as np
 import shap
 import torch
-from _shapley_common import machine_info, write_results
+from _common import machine_info, write_results
 
 from gpexplain.explain.shapley import shapley_values
 from gpexplain.kernels.measures import Gaussian

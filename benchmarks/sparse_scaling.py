@@ -37,20 +37,14 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
-import json
-import platform
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
 
-import gpytorch
 import numpy as np
 import pandas as pd
-import scipy
-import sklearn
 import torch
+from _common import machine_info, write_results
 
 from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.models.gp_regressor import GPRegressor
@@ -60,41 +54,6 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "large"
 OUTPUT = REPO / "benchmarks" / "results" / "sparse_scaling.json"
 DATASETS = ("pol", "bike")
-
-
-def machine_info() -> dict:
-    """What the numbers were measured on (recorded in every JSON of these benchmarks)."""
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-            check=False,
-        ).stdout.strip()
-    except OSError:
-        commit = None
-    return {
-        "logical_cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-        "load_average_start": list(os.getloadavg()),
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "scikit-learn": sklearn.__version__,
-            "torch": torch.__version__,
-            "gpytorch": gpytorch.__version__,
-        },
-        "gpexplain_git_commit": commit,
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-    }
-
-
-def write_results(payload: dict, path: Path) -> None:
-    payload["machine"]["load_average_end"] = list(os.getloadavg())
-    payload["machine"]["process_cpu_seconds"] = time.process_time()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"\nwrote {path.relative_to(REPO)}")
 
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -255,11 +214,9 @@ def main() -> None:
             "explanations: closed-form integrated gradients with full covariance, baseline = "
             "training mean, on the first n_explain held-out rows",
         ]
-        write_results(
-            {"settings": settings, "machine": machine, "total_seconds": total,
-             "results": results},
-            args.output,
-        )
+        path = write_results(args.output, {"settings": settings, "machine": machine,
+                                           "total_seconds": total, "results": results})
+        print(f"\nwrote {path.relative_to(REPO)}")
 
 
 if __name__ == "__main__":
