@@ -1,0 +1,149 @@
+"""The one explanation driver: posterior + linear functional (+ link) -> ``Attribution``.
+
+Every explanation of a Gaussian posterior goes through ``explain``:
+
+1. resolve the posterior (a fitted estimator's ``posterior_``, or a posterior); a
+   ``MixturePosterior`` is explained component by component and combined into the exact
+   moments of the mixture (``gpexplain.explain._mixture``);
+2. validate the query points against the posterior's features;
+3. bind the functional to the posterior's kernel once (``LinearFunctional.bind``: the closed
+   form or quadrature scheme registered for that kernel type);
+4. chunk the query points so memory stays bounded (``gpexplain.parallel``), and per chunk
+   apply the generic formula of DESIGN.md,
+
+       E[L f]   = (L k(., Z)) a
+       Cov[L f] = L L' k - (L k(., Z)) Q (L k(., Z))^T,
+
+   and the latent prediction ``m0 + k(x, Z) a``;
+5. ask the functional for its completeness target, check every result is finite, and return
+   one ``Attribution``.
+
+Seams left open on purpose: a **link** (GP classifiers) maps each chunk's Gaussian moments
+``(mean, cov)`` to the moments on the probability scale, right after step 4's formula; an
+**executor** (Dask) replaces ``map_chunks`` in step 4, with the posterior and the bound scheme
+shipped once and the chunks mapped remotely.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpexplain._validation import check_finite_result
+from gpexplain.attribution import Attribution
+from gpexplain.functionals.base import LinearFunctional
+from gpexplain.parallel import default_chunk_size, map_chunks
+from gpexplain.posterior import as_posterior
+from gpexplain.posterior.mixture import MixturePosterior
+
+__all__ = ["explain", "gaussian_moments"]
+
+
+def gaussian_moments(posterior, cross: np.ndarray, prior: np.ndarray | None):
+    """The generic formula: mean ``C a`` and covariance ``P - C Q C^T`` (exactly symmetric).
+
+    Parameters
+    ----------
+    posterior : gpexplain.posterior.Posterior
+    cross : ndarray (n_points, D, n_basis)
+    prior : ndarray (n_points, D, D) or None (mean only)
+
+    Returns
+    -------
+    mean : ndarray (n_points, D)
+    cov : ndarray (n_points, D, D) or None
+    """
+    mean = cross @ posterior.alpha
+    if prior is None:
+        return mean, None
+    cov = prior - posterior.quadratic_form(cross)
+    return mean, 0.5 * (cov + np.swapaxes(cov, 1, 2))
+
+
+def check_chunk_size(chunk_size) -> None:
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool)
+        or not isinstance(chunk_size, int | np.integer)
+        or chunk_size < 1
+    ):
+        raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}.")
+
+
+def explain(
+    model_or_posterior,
+    X,
+    functional: LinearFunctional,
+    *,
+    return_cov: bool = True,
+    chunk_size: int | None = None,
+    caller: str = "explain",
+) -> Attribution:
+    """Posterior of a linear functional of f at each query point, as an ``Attribution``.
+
+    Parameters
+    ----------
+    model_or_posterior : fitted estimator or ``Posterior`` / ``MixturePosterior``
+    X : array-like (n_points, n_features)
+        Query points in the original units (NumPy, pandas or torch).
+    functional : LinearFunctional
+        What to compute (e.g. ``IntegratedGradient``); it must have a scheme for the
+        posterior's kernel.
+    return_cov : bool, default True
+        Also compute the (n_points, D, D) covariance; False returns ``cov=None``.
+    chunk_size : int, optional
+        Points per chunk (bounds memory); chosen from the scheme's memory per point by default.
+    caller : str
+        Public function name used in error messages.
+
+    Returns
+    -------
+    Attribution
+
+    Raises
+    ------
+    ValueError
+        Bad query points or ``chunk_size``.
+    TypeError
+        Not an estimator or posterior, or no scheme for the kernel type.
+    FloatingPointError
+        A non-finite result (never returned silently).
+    """
+    check_chunk_size(chunk_size)
+    posterior = as_posterior(model_or_posterior)
+    if isinstance(posterior, MixturePosterior):
+        from gpexplain.explain._mixture import mixture_attribution
+
+        parts = [
+            explain(part, X, functional, return_cov=return_cov, chunk_size=chunk_size,
+                    caller=caller)
+            for part in posterior.components
+        ]
+        return mixture_attribution(parts, posterior.weights)
+    X = posterior.check_inputs(X)
+    Z, alpha = posterior.train_inputs, posterior.alpha
+    scheme = functional.bind(posterior.kernel, Z)
+
+    def explain_chunk(block):
+        prediction = posterior.mean + posterior.kernel(block, Z) @ alpha
+        if not return_cov:
+            return scheme.mean(block, alpha), None, prediction
+        mean, cov = gaussian_moments(posterior, *scheme.cross_and_prior(block))
+        return mean, cov, prediction
+
+    if chunk_size is None:
+        chunk_size = default_chunk_size(*Z.shape, copies_per_point=scheme.copies_per_point())
+    mean, cov, prediction = map_chunks(explain_chunk, X, chunk_size)
+    baseline_prediction, difference_variance = functional.completeness_target(
+        posterior, X, return_cov
+    )
+    check_finite_result(caller, mean, cov, prediction, difference_variance)
+    return Attribution(
+        mean=mean,
+        cov=cov,
+        X=X,
+        prediction=prediction,
+        baseline=functional.baseline,
+        baseline_prediction=baseline_prediction,
+        feature_names=list(posterior.feature_names),
+        method=functional.describe(scheme),
+        difference_variance=difference_variance,
+    )

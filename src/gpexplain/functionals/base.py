@@ -1,0 +1,152 @@
+"""Linear functionals of a GP, and the schemes that evaluate them on a kernel.
+
+An explanation of a GP at a point x is a vector ``L f = (L_1 f, ..., L_D f)`` of linear
+functionals of the latent function f (a gradient, an integrated gradient, a Shapley value, a
+local linear weight). Under a posterior in representer form (``gpexplain.posterior``) it is
+Gaussian with
+
+    E[L f]          = L m0 + (L k(., Z)) a               (L m0 = 0 for every functional here)
+    Cov[L f, L f]   = L L' k - (L k(., Z)) Q (L k(., Z))^T
+
+so a functional only has to say how to apply L to the kernel: the **cross term**
+``L_i k(., z_n)`` (n_points, D, n_basis) and the **prior term** ``L_i L_j' k`` (n_points, D, D).
+
+Two classes split what from how:
+
+* ``LinearFunctional``: *what* is computed (e.g. ``IntegratedGradient(baselines, rule,
+  n_steps)``), independent of the kernel, plus its completeness target;
+* ``Scheme``: *how* it is evaluated on one kernel type (a closed form, or quadrature with
+  autograd over a GPyTorch kernel), chosen once by ``LinearFunctional.bind(kernel, Z)`` from a
+  registry keyed by kernel type (the most specific registered base class of the kernel wins).
+
+Adding a closed form for a new kernel: its math in the kernel's own file, one
+``@SomeFunctional.register(NewKernel)`` scheme. Adding a functional: its own module here and one
+thin public wrapper in ``gpexplain.explain`` calling the driver.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+
+__all__ = ["LinearFunctional", "Scheme"]
+
+
+class Scheme(ABC):
+    """One linear functional evaluated on one kernel against fixed basis points Z (abstract).
+
+    Parameters
+    ----------
+    functional : LinearFunctional
+        The specification (baselines, quadrature settings, ...).
+    kernel : gpexplain.kernels.base.Kernel
+    Z : ndarray (n_basis, n_features)
+        The posterior's basis points (training inputs or inducing points).
+    """
+
+    #: Short description of how the functional is evaluated, e.g. "closed form".
+    label: str = ""
+
+    def __init__(self, functional: LinearFunctional, kernel, Z: np.ndarray):
+        self.functional, self.kernel, self.Z = functional, kernel, Z
+
+    @abstractmethod
+    def cross(self, X: np.ndarray) -> np.ndarray:
+        """Cross term ``C[p, i, n] = L_i k(., z_n)`` at each point, shape (n_points, D, n_basis)."""
+
+    @abstractmethod
+    def prior(self, X: np.ndarray) -> np.ndarray:
+        """Prior term ``P[p, i, j] = L_i L_j' k`` at each point, shape (n_points, D, D)."""
+
+    def cross_and_prior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Both terms; schemes that share work between them override this."""
+        return self.cross(X), self.prior(X)
+
+    def mean(self, X: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+        """``C a`` (n_points, D); schemes with a cheaper mean-only path override it.
+
+        An override must agree with ``cross(X) @ alpha`` to round-off: mean-only and
+        mean-with-covariance calls return the same mean.
+        """
+        return self.cross(X) @ alpha
+
+    def copies_per_point(self) -> int:
+        """(n_basis, n_features) float64 slabs one point needs at once (for chunking)."""
+        return 1
+
+
+class LinearFunctional(ABC):
+    """A vector of D linear functionals of f at each query point (abstract).
+
+    Subclasses describe *what* is computed and register a ``Scheme`` per kernel type with
+    ``@TheFunctional.register(KernelType)``.
+
+    Attributes
+    ----------
+    name : str
+        What the explanation is called in ``Attribution.method``, e.g. "integrated gradients".
+    baseline : ndarray or None
+        The reference point(s) reported in ``Attribution.baseline``.
+    """
+
+    name: ClassVar[str] = ""
+    _schemes: ClassVar[dict[type, type[Scheme]]]
+    baseline: np.ndarray | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._schemes = {}
+
+    @classmethod
+    def register(cls, kernel_type: type):
+        """Class decorator: ``scheme`` evaluates this functional on ``kernel_type`` (and
+        subclasses without a registration of their own)."""
+
+        def decorator(scheme: type[Scheme]) -> type[Scheme]:
+            cls._schemes[kernel_type] = scheme
+            return scheme
+
+        return decorator
+
+    @classmethod
+    def supported_kernels(cls) -> list[str]:
+        return sorted(kernel_type.__name__ for kernel_type in cls._schemes)
+
+    def scheme_for(self, kernel) -> type[Scheme] | None:
+        """The registered scheme class for ``kernel``'s type, or None."""
+        for klass in type(kernel).__mro__:
+            if klass in self._schemes:
+                return self._schemes[klass]
+        return None
+
+    def bind(self, kernel, Z: np.ndarray) -> Scheme:
+        """The scheme evaluating this functional on ``kernel`` with basis points Z.
+
+        Raises
+        ------
+        TypeError
+            No scheme is registered for the kernel's type; the message lists those that are.
+        """
+        scheme = self.scheme_for(kernel)
+        if scheme is None:
+            raise TypeError(
+                f"{self.name or type(self).__name__} is not available for kernel {kernel!r}; "
+                f"supported kernel types: {', '.join(self.supported_kernels())}."
+            )
+        return scheme(self, kernel, Z)
+
+    def completeness_target(self, posterior, X: np.ndarray, return_var: bool):
+        """What the attributions must sum to: ``(baseline_prediction, difference_variance)``.
+
+        ``baseline_prediction`` (float or None) is the value the means complete to
+        (``mean.sum(1) == prediction - baseline_prediction``); ``difference_variance``
+        ((n_points,) or None) what ``cov.sum((1, 2))`` must equal. ``(None, None)`` for
+        functionals without completeness (gradients).
+        """
+        return None, None
+
+    def describe(self, scheme: Scheme) -> str:
+        """``Attribution.method`` for a result computed with ``scheme``."""
+        return f"{self.name} ({scheme.label})" if scheme.label else self.name
