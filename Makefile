@@ -25,6 +25,9 @@ test: $(STAMP) lint
 # Every benchmark in sequence (each writes benchmarks/results/<name>.json); about an hour.
 BENCHMARKS := ig_exact_vs_numerical quadrature_rules random_features_convergence sparse_scaling \
 	boston_svgp shapley_speed feature_selection oak_accuracy gpx_accuracy gpx_explanations gpx_time
+# The real data sets live outside the repository; override GPEXPLAIN_DATA_DIR to use another copy.
+GPEXPLAIN_DATA_DIR ?= $(abspath ../shared/data)
+export GPEXPLAIN_DATA_DIR
 bench: $(STAMP)
 	for name in $(BENCHMARKS); do $(BIN)/python benchmarks/$$name.py || exit 1; done
 

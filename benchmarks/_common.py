@@ -17,7 +17,6 @@ from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
 RESULTS = REPO / "benchmarks" / "results"
 
 # Distributions whose versions can change a benchmark's numbers; the ones not installed are
@@ -26,6 +25,23 @@ DISTRIBUTIONS = ("numpy", "scipy", "scikit-learn", "pandas", "torch", "gpytorch"
                  "linear_operator", "captum", "shap", "lime", "gpexplain")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "OMP_WAIT_POLICY")
+
+
+def data_path(*parts: str) -> Path:
+    """A file of the real data sets, under the folder named by ``GPEXPLAIN_DATA_DIR``.
+
+    The benchmarks' data sets are not bundled (licences and size); ``make bench`` points the
+    variable at the project's shared data folder. Exits with a clear message when the variable
+    is unset or the file is missing.
+    """
+    root = os.environ.get("GPEXPLAIN_DATA_DIR")
+    if not root:
+        sys.exit("set GPEXPLAIN_DATA_DIR to the folder holding the real data sets "
+                 "(e.g. GPEXPLAIN_DATA_DIR=../shared/data); `make bench` sets it.")
+    path = Path(root).joinpath(*parts)
+    if not path.is_file():
+        sys.exit(f"{path} not found: GPEXPLAIN_DATA_DIR must hold {Path(*parts)}.")
+    return path
 
 
 def git_commit() -> str | None:

@@ -1,6 +1,6 @@
 """Data and run helpers shared by the three GPX benchmarks (Yoshikawa and Iwata 2021).
 
-The six tabular data sets of the paper's Sec. 5.1 and Table 6, read from ``../shared/data``
+The six tabular data sets of the paper's Sec. 5.1 and Table 6, read from ``$GPEXPLAIN_DATA_DIR``
 or scikit-learn's offline copies, with the paper's protocol: random 80/20 training/test splits,
 X and y standardised (here with the *training* split's statistics, so that nothing about the
 test rows leaks into training; MSEs are in units of the training variance of y).
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from _common import DATA, machine_info
+from _common import data_path, machine_info
 from sklearn.datasets import load_diabetes, load_digits
 
 DATASETS = ("digits", "abalone", "diabetes", "boston", "fish", "wine")
@@ -45,21 +45,21 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if name == "abalone":
         columns = ["sex", "length", "diameter", "height", "whole", "shucked", "viscera",
                    "shell", "rings"]
-        frame = pd.read_csv(DATA / "abalone" / "abalone.data", header=None, names=columns)
+        frame = pd.read_csv(data_path("abalone", "abalone.data"), header=None, names=columns)
         sex = pd.get_dummies(frame.pop("sex"), prefix="sex", dtype=float)
         y = frame.pop("rings").to_numpy(float)
         X = pd.concat([sex, frame], axis=1)
         return X.to_numpy(float), y, list(X.columns)
     if name == "boston":
-        frame = pd.read_csv(DATA / "boston" / "boston_housing.csv")
+        frame = pd.read_csv(data_path("boston", "boston_housing.csv"))
         target = "medv"
     elif name == "fish":
-        frame = pd.read_csv(DATA / "fish_toxicity" / "qsar_fish_toxicity.csv")
+        frame = pd.read_csv(data_path("fish_toxicity", "qsar_fish_toxicity.csv"))
         target = "LC50"
     elif name == "wine":
         frame = pd.concat(
             [
-                pd.read_csv(DATA / "wine_quality" / f"winequality-{colour}.csv", sep=";")
+                pd.read_csv(data_path("wine_quality", f"winequality-{colour}.csv"), sep=";")
                 for colour in ("red", "white")
             ],
             ignore_index=True,

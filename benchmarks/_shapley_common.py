@@ -5,10 +5,10 @@ Imported by ``oak_accuracy.py`` (run as a script, so this directory is on ``sys.
 
 from __future__ import annotations
 
-from _common import DATA
+from _common import data_path
 
 
-# -- real data sets (../shared/data, see its README for provenance) ----------------------------
+# -- real data sets ($GPEXPLAIN_DATA_DIR, see its README for provenance) ----------------------------
 def load_auto_mpg():
     """Auto MPG as in the additive-GP literature: ``autompg.mat``, 392 complete rows.
 
@@ -19,7 +19,7 @@ def load_auto_mpg():
     import pandas as pd
     from scipy.io import loadmat
 
-    contents = loadmat(DATA / "auto_mpg" / "autompg.mat")
+    contents = loadmat(data_path("auto_mpg", "autompg.mat"))
     names = [str(entry[0]) for entry in contents["varNames"].ravel()]
     values = contents["X"].astype(float)
     if names[0] != "mpg":  # the loader relies on the file's documented column order
@@ -31,7 +31,7 @@ def load_concrete():
     """Concrete compressive strength (1030 rows): X (8 mixture/age features), y in MPa."""
     import pandas as pd
 
-    frame = pd.read_csv(DATA / "concrete" / "Concrete_Data.csv")
+    frame = pd.read_csv(data_path("concrete", "Concrete_Data.csv"))
     # The UCI header spells out units; keep the component name only.
     names = [column.split("(")[0].strip().lower().replace(" ", "_") for column in frame.columns]
     frame.columns = names

@@ -43,13 +43,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from _common import machine_info, write_results
+from _common import data_path, machine_info, write_results
 
 from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "boston" / "boston_housing.csv"
 OUTPUT = REPO / "benchmarks" / "results" / "boston_svgp.json"
 PAPER_CLAIMS = {"main_positive_driver": "rm", "main_negative_driver": "lstat"}
 
@@ -70,7 +69,7 @@ def main() -> None:
     torch.set_num_threads(1)
     machine = machine_info()
 
-    frame = pd.read_csv(DATA)
+    frame = pd.read_csv(data_path("boston", "boston_housing.csv"))
     X, y = frame.drop(columns="medv"), frame["medv"]
     X = (X - X.mean()) / X.std(ddof=0)
     y = (y - y.mean()) / y.std(ddof=0)

@@ -60,7 +60,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import torch
-from _common import DATA, RESULTS, machine_info, write_results
+from _common import RESULTS, data_path, machine_info, write_results
 from scipy.stats import rankdata
 from sklearn.datasets import load_diabetes
 from sklearn.ensemble import RandomForestRegressor
@@ -187,18 +187,18 @@ def load_real(name: str, rng_seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, s
         data = load_diabetes(as_frame=True)
         return data.data, data.target.to_numpy(float), "sklearn load_diabetes; target: progression"
     if name == "mode_choice":
-        frame = pd.read_csv(DATA / "mode_choice" / "mode_choice.csv")
+        frame = pd.read_csv(data_path("mode_choice", "mode_choice.csv"))
         return (frame.drop(columns="mode").astype(float), frame["mode"].to_numpy(float),
                 "target: mode (0/1, treated as a regression target; MSE = Brier score)")
     if name == "guerry":
-        frame = pd.read_csv(DATA / "guerry" / "guerry.csv")
+        frame = pd.read_csv(data_path("guerry", "guerry.csv"))
         # Identifiers (dept, Department) and categorical columns (Region, MainCity) dropped;
         # the paper names no target: crime against persons is Guerry's headline statistic.
         features = frame.drop(columns=["dept", "Department", "Region", "MainCity", "Crime_pers"])
         return (features.astype(float), frame["Crime_pers"].to_numpy(float),
                 "target: Crime_pers; 18 numeric features (paper: 17, list not given)")
     if name == "wine_quality_red":
-        frame = pd.read_csv(DATA / "wine_quality" / "winequality-red.csv", sep=";")
+        frame = pd.read_csv(data_path("wine_quality", "winequality-red.csv"), sep=";")
         frame = frame.sample(n=600, random_state=rng_seed).reset_index(drop=True)
         return (frame.drop(columns="quality"), frame["quality"].to_numpy(float),
                 "target: quality; seeded 600-row subset (random_state=0) of the 1599 rows")

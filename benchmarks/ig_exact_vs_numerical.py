@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from _common import DATA, RESULTS, machine_info, write_results
+from _common import RESULTS, data_path, machine_info, write_results
 from captum.attr import IntegratedGradients
 
 import gpexplain as gx
@@ -68,7 +68,7 @@ CRITERIA = {
 # -- data ---------------------------------------------------------------------------------
 def load_wine() -> tuple[pd.DataFrame, np.ndarray, np.ndarray, str]:
     """Wine-quality-red; baseline = mean feature vector of the quality-5 wines (Sec. 5.4)."""
-    frame = pd.read_csv(DATA / "wine_quality" / "winequality-red.csv", sep=";")
+    frame = pd.read_csv(data_path("wine_quality", "winequality-red.csv"), sep=";")
     X = frame.drop(columns="quality")
     y = frame["quality"].to_numpy(dtype=np.float64)
     baseline = X[y == 5].mean(axis=0).to_numpy(dtype=np.float64).copy()

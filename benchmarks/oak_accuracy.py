@@ -9,8 +9,8 @@ for
   order: ``max_order=None``; and ``max_order=2`` for the contrast), and
 * ``GPRegressor`` (exact GP, ARD squared exponential) for context,
 
-on ``../shared/data/auto_mpg/autompg.txt`` (392 x 7, target mpg) and
-``../shared/data/concrete/Concrete_Data.csv`` (1030 x 8, target compressive strength, MPa).
+on ``$GPEXPLAIN_DATA_DIR/auto_mpg/autompg.txt`` (392 x 7, target mpg) and
+``$GPEXPLAIN_DATA_DIR/concrete/Concrete_Data.csv`` (1030 x 8, target compressive strength, MPa).
 The published OAK also warps inputs with a normalising flow before the Gaussian measure; we do
 not (the estimator standardises inputs), which is recorded as a difference in the JSON.
 

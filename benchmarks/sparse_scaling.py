@@ -1,6 +1,6 @@
 """Sparse variational GP against the exact GP on large data: fit, accuracy, explanation time.
 
-For pol (15000 x 26) and bike (17379 x 17) from ``../shared/data/large/`` (gzip CSV, no
+For pol (15000 x 26) and bike (17379 x 17) from ``$GPEXPLAIN_DATA_DIR/large/`` (gzip CSV, no
 header, already mean-centred, target = last column) this script holds out a seeded 20% of the
 rows and compares, on one core:
 
@@ -44,21 +44,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from _common import machine_info, write_results
+from _common import data_path, machine_info, write_results
 
 from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.models.gp_regressor import GPRegressor
 from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "large"
 OUTPUT = REPO / "benchmarks" / "results" / "sparse_scaling.json"
 DATASETS = ("pol", "bike")
 
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray]:
     """Features and target (last column) of one of the large UCI sets."""
-    values = pd.read_csv(DATA / f"{name}.csv.gz", header=None).to_numpy(dtype=np.float64)
+    path = data_path("large", f"{name}.csv.gz")
+    values = pd.read_csv(path, header=None).to_numpy(dtype=np.float64)
     return values[:, :-1], values[:, -1]
 
 
