@@ -1,0 +1,185 @@
+"""Fuzz cases over the public API; each draws a problem and returns an ``Outcome``.
+
+Used by ``test_public_api.py`` (which asserts every outcome is ``ok``) and by
+``campaign.py`` (which counts outcomes per class over many examples).
+"""
+
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+from hypothesis import strategies as st
+
+import gpexplain as gx
+from tests.fuzz.harness import (
+    Outcome,
+    call,
+    check_attribution,
+    check_same_mean,
+    classify_exception,
+)
+from tests.fuzz.strategies import GRADIENT_KERNELS, build_kernel, problems, queries
+
+SECONDS_PER_CALL = 30
+
+
+class _Hang(Exception):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: int = SECONDS_PER_CALL):
+    """Interrupt a call that takes longer than ``seconds`` (a hang, for the fuzzer)."""
+
+    def interrupt(signum, frame):
+        raise _Hang
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def guarded(case):
+    """Turn a time-out inside ``case`` into the ``hang`` outcome."""
+
+    def run(data) -> Outcome:
+        try:
+            with time_limit():
+                return case(data)
+        except _Hang:
+            return Outcome("hang", f"{case.__name__} exceeded {SECONDS_PER_CALL} s")
+
+    run.__name__ = case.__name__
+    return run
+
+
+def _posterior(data, kernels=None):
+    X, y, name, lengthscale, variance, noise, _ = data.draw(
+        problems() if kernels is None else problems(kernels)
+    )
+    posterior, error, _ = call(
+        gx.ExactPosterior, X, y, kernel=build_kernel(name, lengthscale, variance), noise=noise
+    )
+    return X, lengthscale, name, posterior, error
+
+
+@guarded
+def integrated_gradients_case(data) -> Outcome:
+    X, lengthscale, name, posterior, error = _posterior(data)
+    if error is not None:
+        return classify_exception(error, ("noise", "kernel", "X", "y"))
+    Xq = data.draw(queries(X, lengthscale))
+    n_baselines = data.draw(st.sampled_from([1, 1, 2]))
+    baselines = data.draw(queries(X, lengthscale))[:n_baselines]
+    rule = data.draw(st.sampled_from(["gauss-legendre", "gauss-legendre", "simpson"]))
+    kwargs = dict(baseline=baselines if n_baselines > 1 else baselines[0], rule=rule)
+    full, error, warned = call(gx.integrated_gradients, posterior, Xq, **kwargs)
+    if error is not None:
+        return classify_exception(error, ("baseline", "rule", "kernel", "X", "method"))
+    outcome = check_attribution(full, posterior, Xq, np.atleast_2d(baselines), warned=warned)
+    if outcome.kind != "ok":
+        outcome.detail = f"{name}, {rule}: {outcome.detail}"
+        return outcome
+    mean_only, error, _ = call(gx.integrated_gradients, posterior, Xq, return_cov=False, **kwargs)
+    if error is not None:
+        return classify_exception(error, ("return_cov",))
+    return check_same_mean(full, mean_only)
+
+
+@guarded
+def gradients_case(data) -> Outcome:
+    X, lengthscale, name, posterior, error = _posterior(data, GRADIENT_KERNELS)
+    if error is not None:
+        return classify_exception(error, ("noise", "kernel", "X", "y"))
+    Xq = X[:2].copy() if data.draw(st.booleans()) else data.draw(queries(X, lengthscale))
+    grad, error, _ = call(gx.gradients, posterior, Xq)
+    if error is not None:
+        return classify_exception(error, ("kernel", "X"))
+    if not np.all(np.isfinite(grad.mean)) or not np.all(np.isfinite(grad.cov)):
+        return Outcome("silently_wrong", "non-finite gradient")
+    eigenvalues = np.linalg.eigvalsh(grad.cov)
+    top = max(float(np.max(np.abs(eigenvalues))), 1e-300)
+    if float(np.min(eigenvalues)) < -1e-8 * top:
+        return Outcome("silently_wrong", f"{name}: indefinite gradient covariance")
+    # Independent reference: central differences of the posterior mean.
+    step = 1e-5 * lengthscale
+    reference = np.stack(
+        [
+            (posterior.predict_mean(Xq + np.eye(len(step))[i] * step[i])
+             - posterior.predict_mean(Xq - np.eye(len(step))[i] * step[i])) / (2 * step[i])
+            for i in range(len(step))
+        ],
+        axis=1,
+    )
+    scale = max(float(np.max(np.abs(reference))), float(np.max(np.abs(grad.mean))), 1e-300)
+    scale_f = max(float(np.max(np.abs(posterior.predict_mean(Xq)))), 1e-300)
+    # Central differences lose about eps * |f| / step of precision.
+    tolerance = 1e-4 * scale + 1e-9 * scale_f / float(np.min(step))
+    if float(np.max(np.abs(grad.mean - reference))) > tolerance:
+        return Outcome("silently_wrong", f"{name}: gradient differs from finite differences")
+    return Outcome("ok")
+
+
+@guarded
+def baseline_labels_case(data) -> Outcome:
+    """A pandas baseline is matched to the features by name, or refused."""
+    X, lengthscale, _, posterior, error = _posterior(data, ("rbf",))
+    if error is not None or X.shape[1] < 2:
+        return Outcome("ok")
+    names = [f"f{i}" for i in range(X.shape[1])]
+    frame = pd.DataFrame(X, columns=names)
+    model = gx.ExactPosterior(frame, posterior.alpha * 0 + 1.0, kernel=posterior.kernel,
+                              noise=0.1)
+    Xq = pd.DataFrame(data.draw(queries(X, lengthscale)), columns=names)
+    baseline = pd.Series(X.mean(axis=0) + lengthscale, index=names)
+    reordered = baseline[names[::-1]]
+    reference, _, _ = call(gx.integrated_gradients, model, Xq, baseline=baseline.to_numpy())
+    shuffled, error, _ = call(gx.integrated_gradients, model, Xq, baseline=reordered)
+    if error is not None:
+        return classify_exception(error, ("baseline",))
+    if not np.allclose(shuffled.mean, reference.mean, rtol=1e-10, atol=1e-300):
+        return Outcome("silently_wrong", "pandas baseline used by position")
+    return Outcome("ok")
+
+
+INVALID_PARAMETERS = [
+    ("GPRegressor(random_state=-1)", lambda X, y: gx.GPRegressor(random_state=-1).fit(X, y),
+     ("random_state",)),
+    ("GPRegressor(random_state=1.5)", lambda X, y: gx.GPRegressor(random_state=1.5).fit(X, y),
+     ("random_state",)),
+    ("ExactPosterior(noise=None)",
+     lambda X, y: gx.ExactPosterior(X, y, gx.kernels.RBF(), noise=None), ("noise",)),
+    ("RBF(variance='1')", lambda X, y: gx.kernels.RBF(variance="1"), ("variance",)),
+    ("integrated_gradients(n_steps=2.5)",
+     lambda X, y: gx.integrated_gradients(
+         gx.ExactPosterior(X, y, gx.kernels.RBF(), noise=0.1), X, n_steps=2.5),
+     ("n_steps",)),
+    ("ragged X", lambda X, y: gx.GPRegressor().fit([[1.0, 2.0], [3.0]], [1.0, 2.0]), ("X",)),
+    ("duplicate column names",
+     lambda X, y: gx.GPRegressor().fit(pd.DataFrame(np.ones((3, 2)), columns=["a", "a"]),
+                                       [1.0, 2.0, 3.0]),
+     ("column", "duplicate")),
+]
+
+
+@guarded
+def invalid_parameter_case(data) -> Outcome:
+    label, make, names = data.draw(st.sampled_from(INVALID_PARAMETERS))
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    y = X[:, 0]
+    result, error, _ = call(make, X, y)
+    if error is None:
+        return Outcome("silently_wrong", f"{label} accepted")
+    outcome = classify_exception(error, names)
+    outcome.detail = f"{label}: {outcome.detail}"
+    return outcome
+
+
+CASES = (integrated_gradients_case, gradients_case, baseline_labels_case, invalid_parameter_case)
