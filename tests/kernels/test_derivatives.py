@@ -13,17 +13,23 @@ import numpy as np
 import pytest
 import torch
 
-from gpexplain.kernels.derivatives import (
-    SUPPORTED_KERNELS,
-    check_differentiable,
-    gradient_cross,
-    gradient_prior,
-)
+from gpexplain.functionals.gradient import Gradient
+from gpexplain.kernels.derivatives import SUPPORTED_KERNELS, check_differentiable
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
 from gpexplain.kernels.rbf import RBF
 from tests.reference import kernel_derivatives_mpmath as ref
 
 RTOL = 1e-10
+
+
+def gradient_cross(kernel, X, Z):
+    """``d/dx_i k(x_p, z_n)`` by the scheme the Gradient functional picks for the kernel."""
+    return Gradient().bind(kernel, Z).cross(X)
+
+
+def gradient_prior(kernel, X):
+    """``d_i d'_j k(x_p, x_p)`` by the scheme the Gradient functional picks for the kernel."""
+    return Gradient().bind(kernel, X).prior(X)
 
 
 def _points():

@@ -40,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain.kernels._parameters import as_variance
+from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.rbf import RBF
 
 __all__ = ["RandomFeatureKernel", "sinc"]
@@ -58,7 +59,7 @@ def sinc(h: np.ndarray) -> np.ndarray:
     return out
 
 
-class RandomFeatureKernel:
+class RandomFeatureKernel(Kernel):
     """Sparse-spectrum (random Fourier feature) kernel with fixed frequencies.
 
     ``k(x, x') = variance / M * sum_m cos(v_m . (x - x'))``, the inner product of the features
