@@ -15,7 +15,7 @@ import torch
 
 from gpexplain.functionals.gradient import Gradient
 from gpexplain.kernels.derivatives import SUPPORTED_KERNELS, check_differentiable
-from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
+from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel, input_scaled
 from gpexplain.kernels.rbf import RBF
 from tests.reference import kernel_derivatives_mpmath as ref
 
@@ -149,6 +149,32 @@ def _product_of_linears_times_rbf():
     return module, kernel
 
 
+def _input_scaled_matern():
+    # GPRegressor wraps a user kernel fitted on standardised data this way.
+    module, kernel = _matern52_ard()
+    shift, scale = np.array([0.3, -1.2, 2.0]), np.array([0.5, 2.5, 1.7])
+    return input_scaled(module, shift, scale, 3.1), ref.input_scaled(kernel, shift, scale, 3.1)
+
+
+def _input_scaled_sum_restricted_by_scale_kernel():
+    # active_dims on composite nodes and an input scaling above them: the tree walk composes
+    # the slices and the affine map down to each leaf.
+    rbf = _set(gk.RBFKernel(ard_num_dims=2, active_dims=[0, 1]), lengthscale=[0.6, 1.7])
+    matern = _set(gk.MaternKernel(nu=1.5, active_dims=[1]), lengthscale=0.5)
+    inner = gk.ScaleKernel(gk.AdditiveKernel(rbf, matern), active_dims=[2, 0]).double()
+    inner.outputscale = torch.tensor(0.8, dtype=torch.float64)
+    shift, scale = np.array([0.1, 0.2, -0.3]), np.array([1.5, 0.7, 2.0])
+    kernel = ref.on_dims(
+        ref.add(
+            ref.on_dims(ref.rbf(_values(rbf.lengthscale)), [0, 1]),
+            ref.on_dims(ref.matern(1.5, _values(matern.lengthscale)), [1]),
+        ),
+        [2, 0],
+    )
+    kernel = ref.input_scaled(ref.multiply(kernel, lambda x, z: ref.mpf(0.8)), shift, scale)
+    return input_scaled(inner, shift, scale), kernel
+
+
 CASES = {
     "matern52-ard-scaled": _matern52_ard,
     "matern32-isotropic": _matern32_isotropic,
@@ -159,6 +185,8 @@ CASES = {
     "product-overlapping-dims": _product_overlapping_dims,
     "product-linear-plus-constant": _product_with_linear_plus_constant,
     "product-of-linears-times-rbf": _product_of_linears_times_rbf,
+    "input-scaled-matern": _input_scaled_matern,
+    "input-scaled-sum-restricted": _input_scaled_sum_restricted_by_scale_kernel,
 }
 
 
