@@ -32,7 +32,6 @@ from math import factorial
 import gpytorch.kernels as gk
 import numpy as np
 import pytest
-import torch
 
 from gpexplain.explain._driver import explain
 from gpexplain.functionals import AdditiveShapley, Gradient, IntegratedGradient
@@ -41,6 +40,7 @@ from gpexplain.kernels import RBF, GPyTorchKernel, OrthogonalAdditive, RandomFea
 from gpexplain.kernels.gpytorch_adapter import input_scaled
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.posterior import ExactPosterior
+from tests.kernels.test_derivatives import _set
 from tests.reference import shapley_brute_force as brute
 
 D = 3
@@ -53,21 +53,14 @@ BASELINES = np.array([[0.1, -0.2, 0.3], [-0.6, 0.4, -0.1]])
 ATOMS = rng.uniform(-1.0, 1.0, size=(4, D))
 
 
-def _module(module, **values):
-    module.double()
-    for name, value in values.items():
-        setattr(module, name, torch.as_tensor(value, dtype=torch.float64))
-    return module
-
-
 def _matern52():
-    base = _module(gk.MaternKernel(nu=2.5, ard_num_dims=D), lengthscale=[0.9, 1.3, 1.7])
-    return GPyTorchKernel(_module(gk.ScaleKernel(base), outputscale=1.4))
+    base = _set(gk.MaternKernel(nu=2.5, ard_num_dims=D), lengthscale=[0.9, 1.3, 1.7])
+    return GPyTorchKernel(_set(gk.ScaleKernel(base), outputscale=1.4))
 
 
 def _input_scaled_periodic_times_linear():
-    periodic = _module(gk.PeriodicKernel(), period_length=2.5, lengthscale=1.2)
-    product = gk.ProductKernel(periodic, _module(gk.LinearKernel(), variance=0.5))
+    periodic = _set(gk.PeriodicKernel(), period_length=2.5, lengthscale=1.2)
+    product = gk.ProductKernel(periodic, _set(gk.LinearKernel(), variance=0.5))
     return GPyTorchKernel(input_scaled(product.double(), [0.1, 0.0, -0.2], [1.5, 0.8, 1.1], 2.0))
 
 

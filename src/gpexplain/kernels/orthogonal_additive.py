@@ -343,16 +343,9 @@ class OrthogonalAdditive(Kernel):
 
     def shapley_cross(self, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
         """Cross term of the local Shapley values, ``A[p, i, n] = sum_{S ni i} sigma_|S|^2 / |S|
-        prod_{l in S} kt_l(x_pl, z_nl)`` (paper 004 eq. 9 before the product with alpha).
-
-        Parameters
-        ----------
-        X : ndarray (n_points, d)
-        Z : ndarray (n_train, d)
-
-        Returns
-        -------
-        ndarray of shape (n_points, d, n_train); ``sum_i A[p, i, n] = k(x_p, z_n) - sigma_0^2``.
+        prod_{l in S} kt_l(x_pl, z_nl)`` (paper 004 eq. 9 before the product with alpha), of
+        shape (n_points, d, n_train) for X (n_points, d) and Z (n_train, d);
+        ``sum_i A[p, i, n] = k(x_p, z_n) - sigma_0^2``.
         """
         return self.shapley_cross_from_components(self.components_by_feature(X, Z))
 

@@ -255,16 +255,8 @@ class RandomFeatureKernel(Kernel):
     ) -> np.ndarray:
         """``A @ weights`` as ``G @ (phi(Z)^T weights)``: O((p D + n) M), no (p, D, n) array.
 
-        Parameters
-        ----------
-        X : ndarray (n_points, n_features)
-        baseline : ndarray (n_features,)
-        Z : ndarray (n_train, n_features)
-        weights : ndarray (n_train,)
-
-        Returns
-        -------
-        ndarray of shape (n_points, n_features)
+        Arguments as ``integrated_gradient_cross``, plus ``weights`` (n_train,); returns
+        (n_points, n_features).
         """
         feature_weights = self.features(Z).T @ np.asarray(weights, dtype=np.float64)
         return self.integrated_gradient_features(X, baseline) @ feature_weights
