@@ -266,16 +266,9 @@ class RandomFeatureKernel(Kernel):
 
         ``P_ij = variance / M * u_i u_j sum_m v_mi v_mj sinc(v_m.u / 2)^2`` with ``u = x - xt``
         (the Gram matrix of the IG feature vectors). ``sum_ij P_ij = 2 variance / M sum_m
-        (1 - cos(v_m . u)) = Var[f(x) - f(xt)]``.
-
-        Parameters
-        ----------
-        X : ndarray of shape (n_points, n_features)
-        baseline : ndarray of shape (n_features,)
-
-        Returns
-        -------
-        ndarray of shape (n_points, n_features, n_features), symmetric positive semi-definite.
+        (1 - cos(v_m . u)) = Var[f(x) - f(xt)]``. Shape (n_points, n_features, n_features)
+        for X (n_points, n_features) and a baseline (n_features,); symmetric positive
+        semi-definite.
         """
         u, _, s = self._path_terms(X, baseline)
         V = self.frequencies
