@@ -45,7 +45,7 @@ from _common import RESULTS, data_path, machine_info, write_results
 from captum.attr import IntegratedGradients
 
 import gpexplain as gx
-from gpexplain.explain.quadrature import QUADRATURE_RULES, quadrature_rule, staggered_rule
+from gpexplain.functionals.quadrature import QUADRATURE_RULES, quadrature_rule, staggered_rule
 
 OUTPUT = RESULTS / "ig_exact_vs_numerical.json"
 

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_info, write_results  # noqa: E402
 from ig_exact_vs_numerical import fit, load_wine, make_synthetic  # noqa: E402
 
-from gpexplain.explain._gaussian_functional import functional_posterior  # noqa: E402
+from gpexplain.explain._driver import gaussian_moments  # noqa: E402
 from gpexplain.explain.integrated_gradients import integrated_gradients  # noqa: E402
-from gpexplain.explain.quadrature import (  # noqa: E402
+from gpexplain.functionals.quadrature import (  # noqa: E402
     QUADRATURE_RULES,
     integrated_gradient_functionals,
     quadrature_rule,
@@ -94,7 +94,7 @@ def riemann_attribution(posterior, X, baseline, nodes, weights):
         # d^2 k(x, x') / dx_i dx'_j = k [delta_ij / l_i^2 - (x-x')_i (x-x')_j / (l_i^2 l_j^2)]
         hessian = np.diag(inv_l2) * ww.sum() - np.einsum("kl,kli,klj->ij", ww, scaled, scaled)
         prior[p] = d[:, None] * d[None, :] * hessian
-    return functional_posterior(posterior, cross, prior)
+    return gaussian_moments(posterior, cross, prior)
 
 
 def errors(mean, cov, exact_mean, exact_cov, focus: int) -> dict:
@@ -174,7 +174,7 @@ def matern_benchmark(args) -> dict:
                 cross, prior = integrated_gradient_functionals(
                     torch_kernel, Xe, baseline, posterior.train_inputs, nodes, weights
                 )
-                mean, cov = functional_posterior(posterior, cross, prior)
+                mean, cov = gaussian_moments(posterior, cross, prior)
                 gaps = {
                     "mean": float(np.max(np.abs(mean.sum(1) - (reference.prediction
                                                                - reference.baseline_prediction)))),

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from gpexplain.explain.gradients import gradients
-from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
+from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel, input_scaled
 from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
 from gpexplain.models.gp_regressor import GPRegressor
@@ -51,10 +51,17 @@ def _rbf_times_linear():
     return GPyTorchKernel(gk.ProductKernel(rbf, gk.LinearKernel()).double())
 
 
+def _input_scaled_matern52():
+    """What GPRegressor makes of a user kernel fitted on standardised data (issue 9's bug)."""
+    module = _matern52().module
+    return GPyTorchKernel(input_scaled(module, [0.2, -0.4, 0.1], [1.3, 0.8, 1.9], 1.7))
+
+
 KERNELS = {
     "rbf-closed-form": lambda: RBF(LENGTHSCALE, VARIANCE),
     "matern52-autograd": _matern52,
     "rbf-times-linear-autograd": _rbf_times_linear,
+    "input-scaled-matern52-autograd": _input_scaled_matern52,
 }
 
 
@@ -115,6 +122,37 @@ def test_mean_matches_central_differences_of_posterior_mean(setup):
         )
     np.testing.assert_allclose(attr.mean, expected, rtol=0, atol=1e-8 * _scale(expected))
     np.testing.assert_allclose(attr.prediction, posterior.predict_mean(Xq), rtol=0, atol=0)
+
+
+def test_gradients_of_a_fitted_user_gpytorch_kernel():
+    """Regression (issue 9): GPRegressor wraps a user kernel in InputScaledKernel; gradients
+    raised "no gradient explanation for InputScaledKernel" while integrated gradients worked.
+    Mean against central differences of the posterior mean, within their own error: round-off
+    ``eps sum_n |k(x, z_n) a_n| / h`` (the fitted weights are larger than above) plus the
+    truncation error, estimated from the step 2h (``|D_2h - D_h| / 3``); covariance against
+    differences of the posterior covariance (as in the test below)."""
+    X, y = _data()
+    kernel = gk.ScaleKernel(gk.MaternKernel(nu=2.5))
+    model = GPRegressor(kernel=kernel, n_restarts=0, max_iter=30).fit(X, y)
+    Xq = np.random.default_rng(6).uniform(-1.5, 1.5, size=(3, 3))
+    attr = gradients(model, Xq)
+    posterior, h = model.posterior_, 1e-5
+    weights = np.abs(posterior.kernel(Xq, posterior.train_inputs) * posterior.alpha).sum(1)
+
+    def difference(i, step):
+        shift = np.zeros(3)
+        shift[i] = step
+        return (posterior.predict_mean(Xq + shift) - posterior.predict_mean(Xq - shift)) / (
+            2 * step
+        )
+
+    for i in range(3):
+        expected = difference(i, h)
+        error = np.finfo(float).eps * weights / h + np.abs(difference(i, 2 * h) - expected) / 3
+        np.testing.assert_array_less(np.abs(attr.mean[:, i] - expected), 10 * error)
+    for p, x in enumerate(Xq):
+        expected = _difference_covariance(posterior, x, 5e-4)
+        np.testing.assert_allclose(attr.cov[p], expected, rtol=0, atol=1e-5 * _scale(expected))
 
 
 # -- covariance ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import torch
 
 from gpexplain import Attribution, ExactPosterior, integrated_gradients
 from gpexplain.kernels import RBF
-from tests.explain.test_quadrature_stationary import gpytorch_rbf
+from tests.functionals.test_quadrature_stationary import gpytorch_rbf
 
 LENGTHSCALE = np.array([0.9, 1.4, 2.0])
 VARIANCE = 1.3

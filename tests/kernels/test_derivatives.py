@@ -13,17 +13,23 @@ import numpy as np
 import pytest
 import torch
 
-from gpexplain.kernels.derivatives import (
-    SUPPORTED_KERNELS,
-    check_differentiable,
-    gradient_cross,
-    gradient_prior,
-)
-from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
+from gpexplain.functionals.gradient import Gradient
+from gpexplain.kernels.derivatives import SUPPORTED_KERNELS, check_differentiable
+from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel, input_scaled
 from gpexplain.kernels.rbf import RBF
 from tests.reference import kernel_derivatives_mpmath as ref
 
 RTOL = 1e-10
+
+
+def gradient_cross(kernel, X, Z):
+    """``d/dx_i k(x_p, z_n)`` by the scheme the Gradient functional picks for the kernel."""
+    return Gradient().bind(kernel, Z).cross(X)
+
+
+def gradient_prior(kernel, X):
+    """``d_i d'_j k(x_p, x_p)`` by the scheme the Gradient functional picks for the kernel."""
+    return Gradient().bind(kernel, X).prior(X)
 
 
 def _points():
@@ -143,6 +149,32 @@ def _product_of_linears_times_rbf():
     return module, kernel
 
 
+def _input_scaled_matern():
+    # GPRegressor wraps a user kernel fitted on standardised data this way.
+    module, kernel = _matern52_ard()
+    shift, scale = np.array([0.3, -1.2, 2.0]), np.array([0.5, 2.5, 1.7])
+    return input_scaled(module, shift, scale, 3.1), ref.input_scaled(kernel, shift, scale, 3.1)
+
+
+def _input_scaled_sum_restricted_by_scale_kernel():
+    # active_dims on composite nodes and an input scaling above them: the tree walk composes
+    # the slices and the affine map down to each leaf.
+    rbf = _set(gk.RBFKernel(ard_num_dims=2, active_dims=[0, 1]), lengthscale=[0.6, 1.7])
+    matern = _set(gk.MaternKernel(nu=1.5, active_dims=[1]), lengthscale=0.5)
+    inner = gk.ScaleKernel(gk.AdditiveKernel(rbf, matern), active_dims=[2, 0]).double()
+    inner.outputscale = torch.tensor(0.8, dtype=torch.float64)
+    shift, scale = np.array([0.1, 0.2, -0.3]), np.array([1.5, 0.7, 2.0])
+    kernel = ref.on_dims(
+        ref.add(
+            ref.on_dims(ref.rbf(_values(rbf.lengthscale)), [0, 1]),
+            ref.on_dims(ref.matern(1.5, _values(matern.lengthscale)), [1]),
+        ),
+        [2, 0],
+    )
+    kernel = ref.input_scaled(ref.multiply(kernel, lambda x, z: ref.mpf(0.8)), shift, scale)
+    return input_scaled(inner, shift, scale), kernel
+
+
 CASES = {
     "matern52-ard-scaled": _matern52_ard,
     "matern32-isotropic": _matern32_isotropic,
@@ -153,6 +185,8 @@ CASES = {
     "product-overlapping-dims": _product_overlapping_dims,
     "product-linear-plus-constant": _product_with_linear_plus_constant,
     "product-of-linears-times-rbf": _product_of_linears_times_rbf,
+    "input-scaled-matern": _input_scaled_matern,
+    "input-scaled-sum-restricted": _input_scaled_sum_restricted_by_scale_kernel,
 }
 
 

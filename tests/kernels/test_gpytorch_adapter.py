@@ -9,7 +9,7 @@ import torch
 
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel, as_kernel, squared_exponential
 from gpexplain.kernels.rbf import RBF
-from tests.explain.test_quadrature_stationary import gpytorch_rbf
+from tests.functionals.test_quadrature_stationary import gpytorch_rbf
 
 
 def _values(module, X1, X2):

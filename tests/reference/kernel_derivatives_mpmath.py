@@ -100,6 +100,16 @@ def on_dims(kernel, dims):
     return lambda x, z: kernel([x[d] for d in dims], [z[d] for d in dims])
 
 
+def input_scaled(kernel, shift, scale, factor=1.0):
+    """``factor * k((x - shift) / scale, (x' - shift) / scale)`` (gpexplain's InputScaledKernel)."""
+    m, s, c = _vector(shift), _vector(scale), mpf(float(factor))
+
+    def scaled(x):
+        return [(a - b) / d for a, b, d in zip(x, m, s, strict=True)]
+
+    return lambda x, z: c * kernel(scaled(x), scaled(z))
+
+
 def add(*kernels):
     return lambda x, z: mpmath.fsum(k(x, z) for k in kernels)
 

@@ -1,6 +1,8 @@
 """The one explanation driver: posterior + linear functional (+ link) -> ``Attribution``.
 
-Every explanation of a Gaussian posterior goes through ``explain``:
+Every explanation of a Gaussian posterior goes through ``explain``; the public functions
+(``integrated_gradients``, ``gradients``, ``shapley_values``) only validate their arguments,
+build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
 
 1. resolve the posterior (a fitted estimator's ``posterior_``, or a posterior); a
    ``MixturePosterior`` is explained component by component and combined into the exact
@@ -14,14 +16,19 @@ Every explanation of a Gaussian posterior goes through ``explain``:
        E[L f]   = (L k(., Z)) a
        Cov[L f] = L L' k - (L k(., Z)) Q (L k(., Z))^T,
 
-   and the latent prediction ``m0 + k(x, Z) a``;
-5. ask the functional for its completeness target, check every result is finite, and return
-   one ``Attribution``.
+   the functional's output weights (gradient x input), the latent prediction
+   ``m0 + k(x, Z) a`` and the functional's completeness target;
+5. check every result is finite, and return one ``Attribution``.
 
-Seams left open on purpose: a **link** (GP classifiers) maps each chunk's Gaussian moments
-``(mean, cov)`` to the moments on the probability scale, right after step 4's formula; an
-**executor** (Dask) replaces ``map_chunks`` in step 4, with the posterior and the bound scheme
-shipped once and the chunks mapped remotely.
+Seams left open on purpose (not implemented yet, nothing here anticipates them beyond the
+shape of ``explain_chunk``):
+
+* a **link** (GP classifiers): a map from each chunk's Gaussian moments ``(mean, cov)`` (and
+  the latent prediction) to moments on the probability scale, applied in ``explain_chunk``
+  right after ``gaussian_moments``;
+* an **executor** (Dask): ``explain_chunk`` depends only on its block of points, the
+  posterior and the bound scheme, so a distributed executor replaces ``map_chunks`` with the
+  posterior and scheme shipped once and the blocks mapped remotely.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import numpy as np
 
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
+from gpexplain.explain._mixture import mixture_attribution
 from gpexplain.functionals.base import LinearFunctional
 from gpexplain.parallel import default_chunk_size, map_chunks
 from gpexplain.posterior import as_posterior
@@ -110,8 +118,6 @@ def explain(
     check_chunk_size(chunk_size)
     posterior = as_posterior(model_or_posterior)
     if isinstance(posterior, MixturePosterior):
-        from gpexplain.explain._mixture import mixture_attribution
-
         parts = [
             explain(part, X, functional, return_cov=return_cov, chunk_size=chunk_size,
                     caller=caller)
@@ -123,17 +129,26 @@ def explain(
     scheme = functional.bind(posterior.kernel, Z)
 
     def explain_chunk(block):
-        prediction = posterior.mean + posterior.kernel(block, Z) @ alpha
-        if not return_cov:
-            return scheme.mean(block, alpha), None, prediction
-        mean, cov = gaussian_moments(posterior, *scheme.cross_and_prior(block))
-        return mean, cov, prediction
+        prediction = posterior.mean + scheme.kernel_matrix(block) @ alpha
+        if return_cov:
+            mean, cov = gaussian_moments(posterior, *scheme.cross_and_prior(block))
+        else:
+            mean, cov = scheme.mean(block, alpha), None
+        weights = functional.output_weights(block)
+        if weights is not None:
+            mean = weights * mean
+            cov = None if cov is None else weights[:, :, None] * cov * weights[:, None, :]
+        reference, difference_variance = functional.completeness_target(
+            posterior, block, return_cov
+        )
+        # The reference value does not depend on the block; carried per row to fit map_chunks.
+        reference = None if reference is None else np.full(len(block), reference)
+        return mean, cov, prediction, reference, difference_variance
 
     if chunk_size is None:
         chunk_size = default_chunk_size(*Z.shape, copies_per_point=scheme.copies_per_point())
-    mean, cov, prediction = map_chunks(explain_chunk, X, chunk_size)
-    baseline_prediction, difference_variance = functional.completeness_target(
-        posterior, X, return_cov
+    mean, cov, prediction, reference, difference_variance = map_chunks(
+        explain_chunk, X, chunk_size
     )
     check_finite_result(caller, mean, cov, prediction, difference_variance)
     return Attribution(
@@ -142,7 +157,7 @@ def explain(
         X=X,
         prediction=prediction,
         baseline=functional.baseline,
-        baseline_prediction=baseline_prediction,
+        baseline_prediction=None if reference is None else float(reference[0]),
         feature_names=list(posterior.feature_names),
         method=functional.describe(scheme),
         difference_variance=difference_variance,

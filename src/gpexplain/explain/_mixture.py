@@ -16,17 +16,15 @@ GP of Butler et al. (2024, Sec. 5.5).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import numpy as np
 
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
-from gpexplain.posterior.base import as_posterior
-from gpexplain.posterior.mixture import MixturePosterior, check_mixture_weights, mixture_moments
+from gpexplain.posterior.mixture import check_mixture_weights, mixture_moments
 
-__all__ = ["explains_mixtures", "mixture_attribution"]
+__all__ = ["mixture_attribution"]
 
 
 def _check_compatible(attributions: list[Attribution]) -> None:
@@ -133,22 +131,3 @@ def mixture_attribution(attributions: Sequence[Attribution], weights=None) -> At
         method=f"{' / '.join(methods)}, mixture of {len(attributions)} components",
         difference_variance=difference_variance,
     )
-
-
-def explains_mixtures(explainer):
-    """Let an explainer of Gaussian posteriors accept a ``MixturePosterior`` too.
-
-    A mixture is not Gaussian, so the decorated ``explainer(model_or_posterior, X, ...)``
-    explains each component with the same arguments and ``mixture_attribution`` combines the
-    results into the mixture's exact mean and covariance.
-    """
-
-    @functools.wraps(explainer)
-    def explain(model_or_posterior, X, *args, **kwargs):
-        posterior = as_posterior(model_or_posterior)
-        if isinstance(posterior, MixturePosterior):
-            parts = [explainer(part, X, *args, **kwargs) for part in posterior.components]
-            return mixture_attribution(parts, posterior.weights)
-        return explainer(model_or_posterior, X, *args, **kwargs)
-
-    return explain

@@ -7,9 +7,10 @@ under the GP posterior it is Gaussian, with
     E[d_i f(x)]               = d_i m(x)  = (d_i k(x, Z)) a
     Cov[d_i f(x), d_j f(x)]   = d_i d'_j k(x, x') |_{x'=x}  -  (d_i k(x, Z)) Q (d_j k(x, Z))^T
 
-(the generic formula of ``gpexplain.explain._gaussian_functional``). As corrected in ERRATA,
-the prior term is the derivative kernel, not k, and the cross term is the derivative in the
-query argument. The kernel pieces come from ``gpexplain.kernels.derivatives``.
+(the generic formula of the explanation driver, ``gpexplain.explain._driver``). As corrected
+in ERRATA, the prior term is the derivative kernel, not k, and the cross term is the
+derivative in the query argument. The functional and its schemes per kernel type are
+``gpexplain.functionals.gradient.Gradient``; this module validates the arguments.
 
 Two different quantities are easy to confuse, and only the first is computed here:
 
@@ -21,21 +22,15 @@ Two different quantities are easy to confuse, and only the first is computed her
 
 from __future__ import annotations
 
-import numpy as np
-
-from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
-from gpexplain.explain._gaussian_functional import functional_posterior
-from gpexplain.explain._mixture import explains_mixtures
+from gpexplain.explain._driver import explain
 from gpexplain.explain.integrated_gradients import resolve_baseline
-from gpexplain.kernels.derivatives import gradient_cross, gradient_prior
-from gpexplain.parallel import default_chunk_size, map_chunks
+from gpexplain.functionals.gradient import Gradient
 from gpexplain.posterior import as_posterior
 
 __all__ = ["gradients"]
 
 
-@explains_mixtures
 def gradients(
     model_or_posterior,
     X,
@@ -112,49 +107,15 @@ def gradients(
     FloatingPointError
         A non-finite result (an ill-conditioned posterior); never returned silently.
     """
-    posterior = as_posterior(model_or_posterior)
-    X = posterior.check_inputs(X)
-    names = posterior.feature_names
     if baseline is not None and not gradient_x_input:
         raise ValueError(
             "baseline applies only to gradient x input; pass gradient_x_input=True, or drop "
             "baseline for plain gradients (which have no reference point)."
         )
-    xt = None if baseline is None else resolve_baseline(baseline, posterior.data_inputs, names)
-    Z, kernel = posterior.train_inputs, posterior.kernel
-
-    def explain_block(block):
-        cross = gradient_cross(kernel, block, Z)
-        prior = gradient_prior(kernel, block) if return_cov else None
-        return functional_posterior(posterior, cross, prior)
-
-    if chunk_size is None:
-        chunk_size = default_chunk_size(*Z.shape)
-    elif not isinstance(chunk_size, int | np.integer) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}.")
-    mean, cov = map_chunks(explain_block, X, chunk_size)
-
-    label = "posterior gradient (derivative process)"
-    baseline_prediction = None
-    if gradient_x_input:
-        factor = X if xt is None else X - xt[None, :]
-        mean = factor * mean
-        if cov is not None:
-            cov = factor[:, :, None] * cov * factor[:, None, :]
-        if xt is None:
-            label = "gradient x input (derivative process)"
-        else:
-            label = "(x - baseline) x gradient (derivative process)"
-            baseline_prediction = float(posterior.predict_mean(xt[None, :])[0])
-    check_finite_result("gradients", mean, cov)
-    return Attribution(
-        mean=mean,
-        cov=cov,
-        X=X,
-        prediction=posterior.predict_mean(X),
-        baseline=xt,
-        baseline_prediction=baseline_prediction,
-        feature_names=list(names),
-        method=label,
-        difference_variance=None,
+    posterior = as_posterior(model_or_posterior)
+    if baseline is not None:
+        baseline = resolve_baseline(baseline, posterior.data_inputs, posterior.feature_names)
+    return explain(
+        posterior, X, Gradient(gradient_x_input, baseline), return_cov=return_cov,
+        chunk_size=chunk_size, caller="gradients",
     )

@@ -3,42 +3,29 @@
 Butler, Feng and Djuric, *Explainable Learning with Gaussian Processes*, Theorem 1 and
 Corollary 1: the IG attribution ``attr_i(x) = (x_i - xt_i) int_0^1 d_i f(xt + t (x - xt)) dt``
 is a linear functional of f, so under the GP posterior it is Gaussian. Its mean and its full
-feature-by-feature covariance follow from the generic formula of
-``gpexplain.explain._gaussian_functional`` once the kernel supplies the cross term
-``A[i, n] = attr_i k(., z_n)`` and the prior term ``P[i, j]`` (closed form for the squared
-exponential, corrected as in ERRATA; quadrature with autograd for any other kernel, chosen
-automatically). A baseline distribution (several baselines) gives the expected attribution,
-again one linear functional of f.
+feature-by-feature covariance follow from the generic formula of the explanation driver
+(``gpexplain.explain._driver``) once the functional (``gpexplain.functionals.
+integrated_gradient``) supplies the cross term ``A[i, n] = attr_i k(., z_n)`` and the prior
+term ``P[i, j]`` (closed form for the squared exponential, corrected as in ERRATA;
+quadrature with autograd for any other kernel, chosen automatically). A baseline
+distribution (several baselines) gives the expected attribution, again one linear functional
+of f. This module resolves baselines and validates the arguments.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 import pandas as pd
 
-from gpexplain._validation import check_finite_result, to_numpy
+from gpexplain._validation import to_numpy
 from gpexplain.attribution import Attribution
-from gpexplain.explain._gaussian_functional import functional_posterior
-from gpexplain.explain._mixture import explains_mixtures
-from gpexplain.explain.quadrature import (
-    QUADRATURE_RULES,
-    integrated_gradient_functionals,
-    integrated_gradient_mean,
-    path_pair_prior,
-    quadrature_rule,
-    stationary_cross,
-    stationary_prior,
-)
-from gpexplain.kernels.stationary import radial_leaves
-from gpexplain.parallel import default_chunk_size, map_chunks
+from gpexplain.explain._driver import explain
+from gpexplain.functionals.integrated_gradient import IntegratedGradient
 from gpexplain.posterior import as_posterior
 
 __all__ = ["integrated_gradients", "resolve_baseline", "resolve_baselines", "BASELINE_NAMES"]
 
 BASELINE_NAMES = ("mean", "median", "zeros")
-METHODS = ("auto", "closed-form", "quadrature")
 
 
 def resolve_baseline(baseline, train_inputs: np.ndarray, feature_names: list[str]) -> np.ndarray:
@@ -116,85 +103,6 @@ def resolve_baselines(baseline, train_inputs: np.ndarray, feature_names: list[st
     return array
 
 
-def _choose_method(method: str, kernel) -> str:
-    closed = hasattr(kernel, "integrated_gradient_cross")
-    if method == "auto":
-        return "closed-form" if closed else "quadrature"
-    if method == "closed-form" and not closed:
-        raise ValueError(
-            f"no closed-form integrated gradients for {kernel!r}; use method='quadrature' "
-            "(or 'auto', which picks it)."
-        )
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}.")
-    return method
-
-
-class _PathFunctionals:
-    """Cross term, same-path prior and two-path prior of one kernel, by one method."""
-
-    def __init__(self, kernel, Z: np.ndarray, method: str, rule: str, n_steps: int):
-        self.kernel, self.Z, self.n_steps = kernel, Z, n_steps
-        self.leaves = self.pair_leaves = None
-        if method == "closed-form":
-            self.scheme = "closed-form"
-            self.label = "closed form"
-            return
-        self.nodes, self.weights = quadrature_rule(rule, n_steps)
-        if rule == "gauss-legendre":
-            self.leaves = radial_leaves(self.torch_kernel, Z.shape[1])
-        if self.leaves is not None:
-            self.scheme = "stationary"
-            self.label = f"graded Gauss-Legendre quadrature, n_steps={n_steps}"
-        else:
-            self.scheme = "plain"
-            self.label = f"{rule} quadrature, n_steps={n_steps}"
-
-    @cached_property
-    def torch_kernel(self):
-        """The GPyTorch kernel for autograd (not built when the closed form suffices)."""
-        return self.kernel.torch_kernel(self.Z.shape[1])
-
-    def nodes_per_point(self, n_baselines: int) -> int:
-        """(n_train, n_features) slabs one point needs (for chunking)."""
-        per_path = 1 if self.scheme == "closed-form" else max(len(self.nodes), self.n_steps)
-        pairs = 2 * self.n_steps**2 * n_baselines * (n_baselines - 1) // max(len(self.Z), 1)
-        return n_baselines * per_path + pairs
-
-    def cross(self, X, xt):
-        if self.scheme == "closed-form":
-            return self.kernel.integrated_gradient_cross(X, xt, self.Z)
-        if self.scheme == "stationary":
-            return stationary_cross(self.torch_kernel, self.leaves, X, xt, self.Z, self.n_steps)
-        return integrated_gradient_functionals(
-            self.torch_kernel, X, xt, self.Z, self.nodes, self.weights
-        )[0]
-
-    def cross_and_prior(self, X, xt):
-        if self.scheme == "closed-form":
-            return self.cross(X, xt), self.kernel.integrated_gradient_prior(X, xt)
-        if self.scheme == "stationary":
-            return self.cross(X, xt), stationary_prior(self.torch_kernel, X, xt, self.n_steps)
-        return integrated_gradient_functionals(
-            self.torch_kernel, X, xt, self.Z, self.nodes, self.weights
-        )
-
-    def mean(self, X, xt, alpha):
-        if self.scheme == "closed-form":
-            return self.kernel.integrated_gradient_mean(X, xt, self.Z, alpha)
-        if self.scheme == "stationary":
-            return self.cross(X, xt) @ alpha
-        return integrated_gradient_mean(
-            self.torch_kernel, X, xt, self.Z, alpha, self.nodes, self.weights
-        )
-
-    def pair_prior(self, X, xt_a, xt_b):
-        if self.pair_leaves is None:  # where the kernel's kinks are, whatever the scheme
-            self.pair_leaves = radial_leaves(self.torch_kernel, self.Z.shape[1]) or []
-        return path_pair_prior(self.torch_kernel, X, xt_a, xt_b, self.n_steps, self.pair_leaves)
-
-
-@explains_mixtures
 def integrated_gradients(
     model_or_posterior,
     X,
@@ -222,7 +130,8 @@ def integrated_gradients(
     sample) the result is the expected attribution ``(1/B) sum_b attr(x; xt_b)``, again one
     linear functional of f: its cross term is the average ``A_bar = mean_b A_b`` and its prior
     term ``(1/B^2) sum_{b,b'} P_{b,b'}``, where the two-path terms ``P_{b,b'}`` (b != b') are
-    computed by Gauss-Legendre quadrature (``path_pair_prior``) for every kernel. Completeness
+    computed by Gauss-Legendre quadrature (``gpexplain.functionals.quadrature.path_pair_prior``)
+    for every kernel. Completeness
     then reads ``mean.sum(1) == prediction - mean_b f(xt_b)`` and ``cov.sum((1, 2)) ==
     Var[f(x) - mean_b f(xt_b)]``. The covariance costs ``B (B - 1) / 2`` two-path terms of
     ``2 n_steps^2`` kernel Hessians each per point: keep background samples small (tens), or
@@ -246,7 +155,8 @@ def integrated_gradients(
         * squared exponential, Matern 3/2 and 5/2, rational quadratic, and scalings, sums and
           products of them (``gpexplain.kernels.stationary.radial_leaves``): the cross term
           by a Gauss-Legendre rule graded towards each training point's closest approach to
-          the path, the prior term as a single integral (``stationary_prior``); both converge
+          the path, the prior term as a single integral (``gpexplain.functionals.quadrature.
+          stationary_prior``); both converge
           exponentially: at ``n_steps=64`` completeness (mean and variance) holds to 1e-8 or
           better (typically 1e-11) for unit-scale data;
         * any other kernel (non-stationary, e.g. linear or polynomial, or a custom one):
@@ -283,48 +193,9 @@ def integrated_gradients(
         ``model_or_posterior`` is neither a fitted estimator nor a posterior.
     """
     posterior = as_posterior(model_or_posterior)
-    X = posterior.check_inputs(X)
-    names = posterior.feature_names
-    baselines = resolve_baselines(baseline, posterior.data_inputs, names)
-    Z = posterior.train_inputs
-    if rule not in QUADRATURE_RULES:
-        raise ValueError(f"unknown quadrature rule {rule!r}; choose one of {QUADRATURE_RULES}.")
-    chosen = _choose_method(method, posterior.kernel)
-    functionals = _PathFunctionals(posterior.kernel, Z, chosen, rule, n_steps)
-    n_baselines = len(baselines)
-
-    def explain_block(block):
-        if not return_cov:
-            mean = sum(functionals.mean(block, xt, posterior.alpha) for xt in baselines)
-            return mean / n_baselines, None
-        cross, prior = 0.0, 0.0
-        for b, xt in enumerate(baselines):
-            cross_b, prior_b = functionals.cross_and_prior(block, xt)
-            cross, prior = cross + cross_b, prior + prior_b
-            for other in baselines[b + 1 :]:
-                pair = functionals.pair_prior(block, xt, other)
-                prior = prior + pair + np.swapaxes(pair, 1, 2)
-        return functional_posterior(posterior, cross / n_baselines, prior / n_baselines**2)
-
-    if chunk_size is None:
-        copies = functionals.nodes_per_point(n_baselines)
-        chunk_size = default_chunk_size(*Z.shape, copies_per_point=copies)
-    mean, cov = map_chunks(explain_block, X, chunk_size)
-    prediction = posterior.predict_mean(X)
-    baseline_prediction = float(np.mean(posterior.predict_mean(baselines)))
-    difference_variance = posterior.difference_variance(X, baselines) if return_cov else None
-    check_finite_result("integrated_gradients", mean, cov)
-    label = f"integrated gradients ({functionals.label})"
-    if n_baselines > 1:
-        label = label[:-1] + f"; expected over {n_baselines} baselines)"
-    return Attribution(
-        mean=mean,
-        cov=cov,
-        X=X,
-        prediction=prediction,
-        baseline=baselines[0] if n_baselines == 1 else baselines,
-        baseline_prediction=baseline_prediction,
-        feature_names=list(names),
-        method=label,
-        difference_variance=difference_variance,
+    baselines = resolve_baselines(baseline, posterior.data_inputs, posterior.feature_names)
+    functional = IntegratedGradient(baselines, method=method, rule=rule, n_steps=n_steps)
+    return explain(
+        posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
+        caller="integrated_gradients",
     )

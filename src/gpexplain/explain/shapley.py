@@ -11,7 +11,8 @@ integrate to zero under the kernel's product measure ``p = prod_i p_i``. Hence
   ``phi_i(x) = sum_{S ni i} f_S(x) / |S|`` (eq. 9). This is *not* the conditional game of
   eq. 5, nor KernelSHAP with a joint background sample. It is a linear functional of f, so
   under the posterior it is Gaussian with ``E phi = A a`` and ``Cov phi = P - A Q A^T``
-  (``A``, ``P``: ``OrthogonalAdditive.shapley_cross`` and ``shapley_prior``). The base value
+  (``A``, ``P``: ``OrthogonalAdditive.shapley_cross`` and ``shapley_prior``; the functional is
+  ``gpexplain.functionals.shapley.AdditiveShapley``, explained by the driver). The base value
   is ``v({}) = m0 + sigma_0^2 1^T a`` (Lemma 2 corrected, plus the constant prior mean m0),
   and completeness holds for the mean and the covariance: ``sum_i phi_i(x) = m(x) - v({})``
   and ``1^T Cov 1 = Var[f(x) - f_0]`` (f_0 the random constant).
@@ -29,24 +30,14 @@ import numpy as np
 
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
-from gpexplain.explain._gaussian_functional import functional_posterior
+from gpexplain.explain._driver import explain
+from gpexplain.functionals.shapley import AdditiveShapley, not_additive_message
 from gpexplain.global_attribution import GlobalShapleyValues
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
-from gpexplain.parallel import default_chunk_size, map_chunks
+from gpexplain.parallel import default_chunk_size
 from gpexplain.posterior import as_posterior
 
 __all__ = ["shapley_values", "global_shapley_values"]
-
-
-def _additive_posterior(model_or_posterior):
-    posterior = as_posterior(model_or_posterior)
-    if not isinstance(posterior.kernel, OrthogonalAdditive):
-        raise TypeError(
-            "exact Shapley values need a posterior with the orthogonal additive kernel "
-            "(gx.kernels.OrthogonalAdditive, e.g. from gx.AdditiveGPRegressor); got kernel "
-            f"{posterior.kernel!r}. For other kernels use gx.integrated_gradients."
-        )
-    return posterior
 
 
 def shapley_values(
@@ -93,41 +84,9 @@ def shapley_values(
         Bad query points (wrong number of features, NaN/inf, mismatched DataFrame columns) or
         ``chunk_size`` < 1.
     """
-    posterior = _additive_posterior(model_or_posterior)
-    X = posterior.check_inputs(X)
-    kernel, Z = posterior.kernel, posterior.train_inputs
-    constant_variance = float(kernel.order_variances[0])
-
-    def explain_block(block):
-        # One set of kernel components per block serves the Shapley cross term and k(x, Z);
-        # k(x, Z) comes from the elementary-symmetric recursion, independently of A.
-        cross, gram = kernel.shapley_cross(block, Z, return_kernel=True)
-        prediction = posterior.mean + gram @ posterior.alpha
-        if not return_cov:
-            return cross @ posterior.alpha, None, prediction, None
-        mean, cov = functional_posterior(posterior, cross, kernel.shapley_prior(block))
-        # Var[f(x) - f_0] directly from the kernel (independently of A and P):
-        # prior k(x, x) - sigma_0^2, cross k(x, Z) - sigma_0^2.
-        reduction = posterior.quadratic_form((gram - constant_variance)[:, None, :])[:, 0, 0]
-        difference = np.maximum(kernel.diag(block) - constant_variance - reduction, 0.0)
-        return mean, cov, prediction, difference
-
-    if chunk_size is None:
-        # The recursion holds prefix polynomials of every (point, training point, feature).
-        chunk_size = default_chunk_size(*Z.shape, copies_per_point=kernel.order + 2)
-    mean, cov, prediction, difference_variance = map_chunks(explain_block, X, chunk_size)
-    base_value = posterior.mean + constant_variance * float(np.sum(posterior.alpha))
-    check_finite_result("shapley_values", mean, cov, prediction, difference_variance)
-    return Attribution(
-        mean=mean,
-        cov=cov,
-        X=X,
-        prediction=prediction,
-        baseline=None,
-        baseline_prediction=base_value,
-        feature_names=list(posterior.feature_names),
-        method=f"exact Shapley values (orthogonal additive GP, {_measure_name(kernel)} measure)",
-        difference_variance=difference_variance,
+    return explain(
+        model_or_posterior, X, AdditiveShapley(), return_cov=return_cov, chunk_size=chunk_size,
+        caller="shapley_values",
     )
 
 
@@ -160,7 +119,9 @@ def global_shapley_values(model_or_posterior, *, chunk_size: int | None = None):
     TypeError
         Not a fitted estimator or posterior, or its kernel is not ``OrthogonalAdditive``.
     """
-    posterior = _additive_posterior(model_or_posterior)
+    posterior = as_posterior(model_or_posterior)
+    if not isinstance(posterior.kernel, OrthogonalAdditive):
+        raise TypeError(not_additive_message(posterior.kernel))
     kernel, Z, alpha = posterior.kernel, posterior.train_inputs, posterior.alpha
     n_train, n_features = Z.shape
     if chunk_size is None:
@@ -180,10 +141,6 @@ def global_shapley_values(model_or_posterior, *, chunk_size: int | None = None):
         feature_names=list(posterior.feature_names),
         method=(
             "global Shapley effects of the posterior mean (orthogonal additive GP, "
-            f"{_measure_name(kernel)} measure)"
+            f"{type(kernel.measure).__name__.lower()} measure)"
         ),
     )
-
-
-def _measure_name(kernel) -> str:
-    return type(kernel.measure).__name__.lower()

@@ -1,6 +1,9 @@
 """Linear functionals of a GP (gradient, integrated gradient, Shapley value, local linear
-weight), each evaluated per kernel type by a registered scheme."""
+weight), each evaluated per kernel type by a registered scheme. Imports kernels only."""
 
 from gpexplain.functionals.base import LinearFunctional, Scheme
+from gpexplain.functionals.gradient import Gradient
+from gpexplain.functionals.integrated_gradient import IntegratedGradient
+from gpexplain.functionals.shapley import AdditiveShapley
 
-__all__ = ["LinearFunctional", "Scheme"]
+__all__ = ["AdditiveShapley", "Gradient", "IntegratedGradient", "LinearFunctional", "Scheme"]

@@ -18,6 +18,13 @@ Two classes split what from how:
 * ``Scheme``: *how* it is evaluated on one kernel type (a closed form, or quadrature with
   autograd over a GPyTorch kernel), chosen once by ``LinearFunctional.bind(kernel, Z)`` from a
   registry keyed by kernel type (the most specific registered base class of the kernel wins).
+  A registration may also be a factory ``(functional, kernel, Z) -> Scheme`` that picks among
+  several scheme classes once (e.g. graded quadrature for stationary GPyTorch kernels, plain
+  quadrature for the others).
+
+The explanation driver (``gpexplain.explain._driver.explain``) calls, per chunk of query
+points, ``kernel_matrix`` (for the prediction), ``cross_and_prior`` (or ``mean`` without a
+covariance), ``output_weights`` and ``completeness_target``.
 
 Adding a closed form for a new kernel: its math in the kernel's own file, one
 ``@SomeFunctional.register(NewKernel)`` scheme. Adding a functional: its own module here and one
@@ -27,6 +34,7 @@ thin public wrapper in ``gpexplain.explain`` calling the driver.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -76,6 +84,11 @@ class Scheme(ABC):
         """(n_basis, n_features) float64 slabs one point needs at once (for chunking)."""
         return 1
 
+    def kernel_matrix(self, X: np.ndarray) -> np.ndarray:
+        """``k(X, Z)`` (n_points, n_basis), for the prediction; schemes that compute it from
+        the same intermediate results as the cross term override this."""
+        return self.kernel(X, self.Z)
+
 
 class LinearFunctional(ABC):
     """A vector of D linear functionals of f at each query point (abstract).
@@ -92,7 +105,7 @@ class LinearFunctional(ABC):
     """
 
     name: ClassVar[str] = ""
-    _schemes: ClassVar[dict[type, type[Scheme]]]
+    _schemes: ClassVar[dict[type, Callable[..., Scheme]]]
     baseline: np.ndarray | None = None
 
     def __init_subclass__(cls, **kwargs):
@@ -101,10 +114,14 @@ class LinearFunctional(ABC):
 
     @classmethod
     def register(cls, kernel_type: type):
-        """Class decorator: ``scheme`` evaluates this functional on ``kernel_type`` (and
-        subclasses without a registration of their own)."""
+        """Decorator: ``scheme`` evaluates this functional on ``kernel_type`` (and subclasses
+        without a registration of their own).
 
-        def decorator(scheme: type[Scheme]) -> type[Scheme]:
+        ``scheme`` is a ``Scheme`` subclass, or a factory with the same call signature
+        ``(functional, kernel, Z) -> Scheme``.
+        """
+
+        def decorator(scheme: Callable[..., Scheme]) -> Callable[..., Scheme]:
             cls._schemes[kernel_type] = scheme
             return scheme
 
@@ -114,8 +131,8 @@ class LinearFunctional(ABC):
     def supported_kernels(cls) -> list[str]:
         return sorted(kernel_type.__name__ for kernel_type in cls._schemes)
 
-    def scheme_for(self, kernel) -> type[Scheme] | None:
-        """The registered scheme class for ``kernel``'s type, or None."""
+    def scheme_for(self, kernel) -> Callable[..., Scheme] | None:
+        """The registered scheme (class or factory) for ``kernel``'s type, or None."""
         for klass in type(kernel).__mro__:
             if klass in self._schemes:
                 return self._schemes[klass]
@@ -131,19 +148,35 @@ class LinearFunctional(ABC):
         """
         scheme = self.scheme_for(kernel)
         if scheme is None:
-            raise TypeError(
-                f"{self.name or type(self).__name__} is not available for kernel {kernel!r}; "
-                f"supported kernel types: {', '.join(self.supported_kernels())}."
-            )
+            raise TypeError(self.unsupported_kernel_message(kernel))
         return scheme(self, kernel, Z)
+
+    def unsupported_kernel_message(self, kernel) -> str:
+        """The ``TypeError`` message of ``bind`` for a kernel without a scheme."""
+        return (
+            f"{self.name or type(self).__name__} is not available for kernel {kernel!r}; "
+            f"supported kernel types: {', '.join(self.supported_kernels())}."
+        )
+
+    def output_weights(self, X: np.ndarray) -> np.ndarray | None:
+        """Per-point weights ``w`` (n_points, D) when the functional is ``w_i L0_i`` with
+        ``L0`` what the schemes evaluate (gradient x input: ``w = x``); None otherwise.
+
+        The driver applies them to the moments after the generic formula (mean ``w_i m_i``,
+        covariance ``w_i w_j C_ij``), the same on the mean-only path.
+        """
+        return None
 
     def completeness_target(self, posterior, X: np.ndarray, return_var: bool):
         """What the attributions must sum to: ``(baseline_prediction, difference_variance)``.
 
         ``baseline_prediction`` (float or None) is the value the means complete to
         (``mean.sum(1) == prediction - baseline_prediction``); ``difference_variance``
-        ((n_points,) or None) what ``cov.sum((1, 2))`` must equal. ``(None, None)`` for
-        functionals without completeness (gradients).
+        ((n_points,) or None; None when ``return_var`` is False) what ``cov.sum((1, 2))``
+        must equal. ``(None, None)`` for functionals without completeness (gradients).
+
+        The driver calls this once per chunk of query points X (memory stays bounded), so
+        ``baseline_prediction`` must not depend on X.
         """
         return None, None
 

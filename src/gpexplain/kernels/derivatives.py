@@ -7,14 +7,14 @@ and the prior term is the derivative kernel, not k). The explanations need two k
     cross[p, i, n] = d/dx_i k(x, z_n)              at x = x_p            (p, d, n_basis)
     prior[p, i, j] = d^2/(dx_i dx'_j) k(x, x')     at x = x' = x_p       (p, d, d)
 
-A gpexplain kernel class supplies closed forms by defining methods ``gradient_cross(X, Z)``
-and ``gradient_prior(X)`` (``gpexplain.kernels.RBF`` does); they take precedence. Otherwise
-``gradient_cross`` takes one autograd backward pass over explicit (query, basis) pairs of the
-kernel's GPyTorch module (``torch_kernel``). ``gradient_prior`` cannot use autograd: GPyTorch
+Closed forms for particular kernels (``gpexplain.kernels.RBF.gradient_cross``) are chosen by
+the ``Gradient`` functional (``gpexplain.functionals.gradient``); this module serves every
+GPyTorch kernel. ``gradient_cross`` takes one autograd backward pass over explicit (query,
+basis) pairs of the kernel module. ``gradient_prior`` cannot use autograd: GPyTorch
 returns a constant for coinciding inputs (no graph at all), and through zero distance the
 derivative of the distance (a square root, or a clamped square) is not defined, so autograd
-gives 0 or NaN for the mixed derivative. It is computed analytically instead, by recursion over
-the kernel's structure:
+gives 0 or NaN for the mixed derivative. It is computed analytically instead, over the kernel
+tree (``gpexplain.kernels.gpytorch_tree``, the walk ``radial_leaves`` uses too):
 
 * stationary radial kernels ``k = s2 rho(r)``, ``r^2 = sum_i ((x_i - x'_i) / l_i)^2``:
   ``d_i d'_j k |_{x=x'} = delta_ij s2 (-rho''(0)) / l_i^2`` with ``-rho''(0)`` = 1 (RBF),
@@ -29,12 +29,10 @@ the kernel's structure:
   ``d_i d'_j (k1 k2) = k1 d_i d'_j k2 + k2 d_i d'_j k1 + d_i k1 d'_j k2 + d_i k2 d'_j k1``,
   which is why every node also reports its value and first derivatives at x = x' (zero for the
   stationary kernels, nonzero for the linear one);
-* ``active_dims`` are honoured: a sub-kernel's derivatives are scattered back to the features it
-  reads.
-
-(``gpexplain.kernels.stationary.radial_leaves`` flattens a kernel into radial leaves, dropping
-the output scales and the sum/product structure that the product rule needs, so the recursion
-here walks the tree itself.)
+* ``active_dims`` and the input scaling of ``InputScaledKernel`` (user kernels fitted by
+  ``GPRegressor`` on standardised data) are honoured by the chain rule: a leaf's derivatives
+  in its own coordinates ``(x[dims] - shift) / scale`` are divided by ``scale`` and scattered
+  back to the features it reads.
 
 Matern 1/2 (the exponential kernel) is not mean-square differentiable: its derivative process
 does not exist, and asking for it raises a ``ValueError``, as does any kernel type outside
@@ -46,6 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from gpexplain.kernels.gpytorch_tree import Frame, KernelTreeVisitor
 
 __all__ = [
     "SUPPORTED_KERNELS",
@@ -65,6 +65,7 @@ SUPPORTED_KERNELS = (
     "ConstantKernel",
     "ScaleKernel",
     "AdditiveKernel",
+    "InputScaledKernel",
     "ProductKernel (and sums/products of these, with active_dims)",
 )
 
@@ -73,13 +74,13 @@ SUPPORTED_KERNELS = (
 _MATERN_CURVATURE = {1.5: 3.0, 2.5: 5.0 / 3.0}
 
 
-def gradient_cross(kernel, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
-    """Cross-covariance of the gradient at X with f at Z: ``d/dx_i k(x_p, z_n)``.
+def gradient_cross(module, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """Cross-covariance of the gradient at X with f at Z, ``d/dx_i k(x_p, z_n)``, by autograd.
 
     Parameters
     ----------
-    kernel : gpexplain kernel
-        ``gpexplain.kernels.RBF`` (closed form) or a ``GPyTorchKernel`` of a supported type.
+    module : gpytorch.kernels.Kernel (float64)
+        A kernel of a supported type (``check_differentiable``).
     X : ndarray (n_points, n_features)
         Query points; the derivative is taken in this argument (ERRATA: differentiating in the
         training-point argument flips the sign).
@@ -96,12 +97,9 @@ def gradient_cross(kernel, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
     ValueError
         A kernel without a derivative process (Matern 1/2) or of an unsupported type.
     """
-    if hasattr(kernel, "gradient_cross"):
-        return kernel.gradient_cross(X, Z)
     import torch
 
     n_features = X.shape[1]
-    module = kernel.torch_kernel(n_features)
     check_differentiable(module, n_features)
     n_points, n_basis = X.shape[0], Z.shape[0]
     # Explicit pairs with diag=True: each pair's derivative is one backward pass away, and the
@@ -120,13 +118,12 @@ def gradient_cross(kernel, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
     )
 
 
-def gradient_prior(kernel, X: np.ndarray) -> np.ndarray:
+def gradient_prior(module, X: np.ndarray) -> np.ndarray:
     """Prior covariance of the gradient at each point: ``d_i d'_j k(x, x')`` at ``x = x' = x_p``.
 
     Parameters
     ----------
-    kernel : gpexplain kernel
-        ``gpexplain.kernels.RBF`` (closed form) or a ``GPyTorchKernel`` of a supported type.
+    module : gpytorch.kernels.Kernel (float64)
     X : ndarray (n_points, n_features)
 
     Returns
@@ -141,10 +138,7 @@ def gradient_prior(kernel, X: np.ndarray) -> np.ndarray:
         A kernel without a derivative process (Matern 1/2) or of an unsupported type; the
         message names the kernel and lists ``SUPPORTED_KERNELS``.
     """
-    if hasattr(kernel, "gradient_prior"):
-        return kernel.gradient_prior(X)
-    module = kernel.torch_kernel(X.shape[1])
-    mixed = _derivatives(module, X).mixed
+    mixed = _SamePointDerivatives(X).visit(module, X.shape[1]).mixed
     return 0.5 * (mixed + np.swapaxes(mixed, 1, 2))
 
 
@@ -154,7 +148,7 @@ def check_differentiable(module, n_features: int) -> None:
     The check is the derivative recursion itself, run at one point, so that what is accepted
     here is exactly what ``gradient_prior`` can compute.
     """
-    _derivatives(module, np.zeros((1, n_features)))
+    gradient_prior(module, np.zeros((1, n_features)))
 
 
 @dataclass
@@ -184,6 +178,20 @@ class _SamePoint:
             factor * self.value, factor * self.left, factor * self.right, factor * self.mixed
         )
 
+    def in_original_features(self, frame: Frame, n_features: int) -> _SamePoint:
+        """Chain rule for ``x_local = (x[dims] - shift) / scale``: derivatives in x_local are
+        divided by ``scale`` and summed into the original features they read."""
+        n_points = self.value.shape[0]
+        left = np.zeros((n_points, n_features))
+        right = np.zeros((n_points, n_features))
+        np.add.at(left.T, frame.dims, (self.left / frame.scale).T)
+        np.add.at(right.T, frame.dims, (self.right / frame.scale).T)
+        local_mixed = self.mixed / (frame.scale[:, None] * frame.scale[None, :])
+        mixed = np.zeros((n_points, n_features, n_features))
+        rows, cols = np.meshgrid(frame.dims, frame.dims, indexing="ij")
+        np.add.at(np.moveaxis(mixed, 0, -1), (rows, cols), np.moveaxis(local_mixed, 0, -1))
+        return _SamePoint(self.value, left, right, mixed)
+
 
 def _unsupported(module, reason: str) -> ValueError:
     return ValueError(
@@ -192,47 +200,26 @@ def _unsupported(module, reason: str) -> ValueError:
     )
 
 
-def _derivatives(module, X: np.ndarray) -> _SamePoint:
-    """Derivatives at x = x' of ``module(x, x')`` through ``__call__`` (applies active_dims)."""
-    if len(getattr(module, "batch_shape", ())) > 0:
-        raise _unsupported(module, f"batched kernels (batch_shape {tuple(module.batch_shape)})")
-    if module.active_dims is None:
-        return _forward_derivatives(module, X)
-    dims = module.active_dims.detach().cpu().numpy().astype(int)
-    if dims.size and (dims.min() < 0 or dims.max() >= X.shape[1]):
-        raise ValueError(
-            f"{type(module).__name__} has active_dims {dims.tolist()} but the inputs have "
-            f"{X.shape[1]} features."
-        )
-    inner = _forward_derivatives(module, X[:, dims])
-    n_points, n_features = X.shape
-    # Chain rule for x_sub = x[dims]: d/dx_a sums over the positions that read feature a.
-    left = np.zeros((n_points, n_features))
-    right = np.zeros((n_points, n_features))
-    np.add.at(left.T, dims, inner.left.T)
-    np.add.at(right.T, dims, inner.right.T)
-    mixed = np.zeros((n_points, n_features, n_features))
-    rows, cols = np.meshgrid(dims, dims, indexing="ij")
-    np.add.at(np.moveaxis(mixed, 0, -1), (rows, cols), np.moveaxis(inner.mixed, 0, -1))
-    return _SamePoint(inner.value, left, right, mixed)
+class _SamePointDerivatives(KernelTreeVisitor[_SamePoint]):
+    """The kernel and its derivatives at x = x' = each row of X, by the shared tree walk."""
 
+    def __init__(self, X: np.ndarray):
+        self.X = X
 
-def _forward_derivatives(module, X: np.ndarray) -> _SamePoint:
-    """What ``module.forward(x, x')`` (no ``active_dims`` slicing) reports at x = x'."""
-    import gpytorch.kernels as gk
+    def unsupported(self, module, reason: str) -> _SamePoint:
+        raise _unsupported(module, reason)
 
-    kind = type(module)  # exact types: subclasses (e.g. RBFKernelGrad) change the outputs
-    if kind is gk.ScaleKernel:
-        # ScaleKernel.forward calls base_kernel.forward, bypassing the base's active_dims (the
-        # ScaleKernel copied them to itself at construction).
-        return _forward_derivatives(module.base_kernel, X).scaled(_scalar(module.outputscale))
-    if kind is gk.AdditiveKernel:
-        parts = [_derivatives(child, X) for child in module.kernels]
+    def scaled(self, result: _SamePoint, outputscale: float) -> _SamePoint:
+        return result.scaled(outputscale)
+
+    def sum(self, results) -> _SamePoint:
+        parts = list(results)
         return _SamePoint(*(sum(getattr(p, f) for p in parts) for f in _FIELDS))
-    if kind is gk.ProductKernel:
-        result = _derivatives(module.kernels[0], X)
-        for child in module.kernels[1:]:
-            other = _derivatives(child, X)
+
+    def product(self, results) -> _SamePoint:
+        results = iter(results)
+        result = next(results)
+        for other in results:
             v1, v2 = result.value[:, None], other.value[:, None]
             mixed = (
                 v1[:, :, None] * other.mixed
@@ -247,6 +234,17 @@ def _forward_derivatives(module, X: np.ndarray) -> _SamePoint:
                 mixed,
             )
         return result
+
+    def leaf(self, module, frame: Frame) -> _SamePoint:
+        local = _leaf_derivatives(module, frame.local(self.X))
+        return local.in_original_features(frame, self.X.shape[1])
+
+
+def _leaf_derivatives(module, X: np.ndarray) -> _SamePoint:
+    """What a leaf's ``forward(x, x')`` reports at x = x', in its own coordinates X."""
+    import gpytorch.kernels as gk
+
+    kind = type(module)  # exact types: subclasses (e.g. RBFKernelGrad) change the outputs
     if kind is gk.RBFKernel or kind is gk.RQKernel:
         return _SamePoint.stationary(X, np.diag(1.0 / _lengthscales(module, X) ** 2))
     if kind is gk.MaternKernel:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.rbf import RBF
 
 __all__ = ["GPyTorchKernel", "as_kernel", "input_scaled", "squared_exponential"]
 
 
-class GPyTorchKernel:
+class GPyTorchKernel(Kernel):
     """Wrap a ``gpytorch.kernels.Kernel`` (converted to float64) behind gpexplain's interface.
 
     Parameters
@@ -91,7 +92,7 @@ def squared_exponential(module):
 
 
 def as_kernel(kernel):
-    """Return ``kernel`` if it already speaks gpexplain's interface, else convert or wrap it.
+    """Return ``kernel`` if it is a gpexplain ``Kernel``, else convert or wrap it.
 
     A GPyTorch ``RBFKernel`` / ``ScaleKernel(RBFKernel)`` becomes the equivalent
     ``gx.kernels.RBF`` (``squared_exponential``), so it gets closed-form explanations; any
@@ -102,7 +103,7 @@ def as_kernel(kernel):
     TypeError
         Neither a gpexplain kernel nor a GPyTorch kernel.
     """
-    if callable(kernel) and hasattr(kernel, "diag") and hasattr(kernel, "torch_kernel"):
+    if isinstance(kernel, Kernel):
         return kernel
     try:
         wrapped = GPyTorchKernel(kernel)

@@ -33,11 +33,12 @@ import numpy as np
 import torch
 
 from gpexplain.kernels._parameters import as_lengthscale
-from gpexplain.kernels.measures import Empirical, Gaussian
+from gpexplain.kernels.base import Kernel
+from gpexplain.kernels.measures import Empirical, Gaussian, _backend
 
 __all__ = [
     "OrthogonalAdditive",
-    "OrthogonalAdditiveKernel",
+    "constrained_components",
     "elementary_symmetric",
     "leave_one_out_weighted_sums",
 ]
@@ -69,6 +70,45 @@ def elementary_symmetric(z, max_order: int) -> list:
         for k in range(min(i + 1, max_order), 0, -1):  # downwards: e_{k-1} is still the old one
             e[k] = e[k] + zi * e[k - 1]
     return e
+
+
+def constrained_components(x1, x2, lengthscale, measure, diag: bool = False):
+    """Constrained base kernels ``kt_i(x1_i, x2_i)``, feature axis last; NumPy or torch.
+
+    ``kt_i(a, b) = exp(-0.5 (a - b)^2 / l_i^2) - h_i(a) h_i(b)`` (eq. 4 of Lu et al. 2022 with
+    the per-feature measure), with ``h_i`` the measure's normalised mean embedding. The one
+    formula of the kernel's values: ``OrthogonalAdditive`` evaluates it on NumPy arrays, its
+    GPyTorch module (``OrthogonalAdditive.torch_kernel``) on tensors, differentiably (twice)
+    in inputs and hyperparameters. Distances are explicit differences, never an expanded
+    square (which cancels for features far from zero) nor ``torch.cdist`` (no double backward).
+
+    Parameters
+    ----------
+    x1 : ndarray or tensor (..., n1, d)
+    x2 : ndarray or tensor (..., n2, d); (..., n1, d) with ``diag``
+    lengthscale : ndarray or tensor (d,), finite
+    measure : Gaussian or Empirical, resolved to d features
+    diag : bool
+        Pair row a of x1 with row a of x2 only.
+
+    Returns
+    -------
+    ndarray or tensor of shape (..., n1, n2, d), or (..., n1, d) with ``diag``
+    """
+    xp, _ = _backend(x1)
+    h1, h2 = measure.se_embedding(x1, lengthscale), measure.se_embedding(x2, lengthscale)
+    if diag:
+        difference, correction = x1 - x2, h1 * h2
+    else:
+        difference = x1[..., :, None, :] - x2[..., None, :, :]
+        correction = h1[..., :, None, :] * h2[..., None, :, :]
+    return xp.exp(-0.5 * difference**2 / lengthscale**2) - correction
+
+
+def combine_orders(z, order_variances) -> object:
+    """``k = sum_q sigma_q^2 e_q(z_1, ..., z_d)`` over the last axis of z (NumPy or torch)."""
+    e = elementary_symmetric(z, len(order_variances) - 1)
+    return sum(order_variances[q] * e[q] for q in range(len(order_variances)))
 
 
 def leave_one_out_weighted_sums(z: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -131,7 +171,7 @@ def _leave_one_out_by_feature(z: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return out.reshape(shape)
 
 
-class OrthogonalAdditive:
+class OrthogonalAdditive(Kernel):
     """Orthogonal additive kernel over squared-exponential base kernels.
 
     ``k(x, x') = sum_{q=0}^{Q} sigma_q^2 e_q(kt_1(x_1, x'_1), ..., kt_d(x_d, x'_d))`` with the
@@ -240,20 +280,14 @@ class OrthogonalAdditive:
         A view of a feature-first array: each feature's (n1, n2) matrix is contiguous, as the
         recursions over features want it.
         """
-        return np.moveaxis(self._components_by_feature(X1, X2), 0, -1)
+        return np.moveaxis(self.components_by_feature(X1, X2), 0, -1)
 
-    def _components_by_feature(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+    def components_by_feature(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         """``components`` with the feature axis first, shape (d, n1, n2), contiguous."""
         X1, X2 = np.asarray(X1, dtype=np.float64), np.asarray(X2, dtype=np.float64)
         lengthscale, measure = self._resolve(X1.shape[1])
-        # Direct differences: expanding the square cancels for features far from zero.
-        k = X1.T[:, :, None] - X2.T[:, None, :]
-        k *= k
-        k *= (-0.5 / lengthscale**2)[:, None, None]
-        np.exp(k, out=k)
-        h1, h2 = measure.se_embedding(X1, lengthscale), measure.se_embedding(X2, lengthscale)
-        k -= h1.T[:, :, None] * h2.T[:, None, :]
-        return k
+        components = constrained_components(X1, X2, lengthscale, measure)
+        return np.ascontiguousarray(np.moveaxis(components, -1, 0))
 
     def component_diag(self, X: np.ndarray) -> np.ndarray:
         """``kt_i(x_i, x_i)`` for each row and feature, shape (n, d), >= 0 up to round-off."""
@@ -262,8 +296,7 @@ class OrthogonalAdditive:
         return 1.0 - measure.se_embedding(X, lengthscale) ** 2
 
     def _combine(self, z: np.ndarray) -> np.ndarray:
-        e = elementary_symmetric(z, self.order)
-        return sum(variance * e_q for variance, e_q in zip(self.order_variances, e, strict=True))
+        return combine_orders(z, self.order_variances)
 
     def __call__(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         """Kernel matrix ``k(X1, X2)`` of shape (n1, n2)."""
@@ -273,19 +306,28 @@ class OrthogonalAdditive:
         """``k(x, x)`` for each row of X, shape (n,)."""
         return self._combine(self.component_diag(X))
 
-    def torch_kernel(self, n_features: int) -> OrthogonalAdditiveKernel:
-        """An equivalent float64 GPyTorch kernel (differentiable), for autograd explanations.
+    def torch_kernel(self, n_features: int, lengthscale_constraint=None):
+        """The same kernel as a float64 GPyTorch module (differentiable), e.g. for training.
 
-        Features with an infinite lengthscale (identically zero components) are left out
-        through ``active_dims``.
+        A thin torch view of this kernel: its ``forward`` evaluates ``constrained_components``
+        and ``combine_orders``, the formulas ``__call__`` uses, with the lengthscales and
+        order variances held as trainable GPyTorch parameters. Features with an infinite
+        lengthscale (identically zero components) are left out through ``active_dims``.
+
+        Parameters
+        ----------
+        n_features : int
+        lengthscale_constraint : gpytorch.constraints.Interval, optional
+            For training; default ``Positive()``.
         """
         lengthscale, measure = self._resolve(n_features)
         active = np.flatnonzero(np.isfinite(lengthscale))
-        module = OrthogonalAdditiveKernel(
+        module = _TorchOrthogonalAdditive(
             measure.subset(active),
             n_features=active.size,
             max_order=min(self.order, active.size),
-            active_dims=torch.as_tensor(active),
+            lengthscale_constraint=lengthscale_constraint,
+            active_dims=None if active.size == n_features else torch.as_tensor(active),
         ).double()
         module.lengthscale = torch.as_tensor(lengthscale[active], dtype=torch.float64)
         module.order_variances = torch.as_tensor(
@@ -299,31 +341,25 @@ class OrthogonalAdditive:
         orders = np.arange(1, self.order + 1)
         return variances[1:] / orders
 
-    def shapley_cross(self, X: np.ndarray, Z: np.ndarray, return_kernel: bool = False):
+    def shapley_cross(self, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
         """Cross term of the local Shapley values, ``A[p, i, n] = sum_{S ni i} sigma_|S|^2 / |S|
-        prod_{l in S} kt_l(x_pl, z_nl)`` (paper 004 eq. 9 before the product with alpha).
-
-        Parameters
-        ----------
-        X : ndarray (n_points, d)
-        Z : ndarray (n_train, d)
-        return_kernel : bool, default False
-            Also return the kernel matrix ``k(X, Z)``, from the same components but by the
-            elementary-symmetric recursion (not from A), so that completeness still compares
-            two computations.
-
-        Returns
-        -------
-        cross : ndarray of shape (n_points, d, n_train)
-            ``sum_i A[p, i, n] = k(x_p, z_n) - sigma_0^2``.
-        kernel : ndarray of shape (n_points, n_train), only if ``return_kernel``
+        prod_{l in S} kt_l(x_pl, z_nl)`` (paper 004 eq. 9 before the product with alpha), of
+        shape (n_points, d, n_train) for X (n_points, d) and Z (n_train, d);
+        ``sum_i A[p, i, n] = k(x_p, z_n) - sigma_0^2``.
         """
-        z = self._components_by_feature(X, Z)  # (d, p, n)
-        loo = _leave_one_out_by_feature(z, self._shapley_weights(self.order_variances))
-        cross = np.ascontiguousarray(np.moveaxis(loo, 0, 1))
-        if return_kernel:
-            return cross, self._combine(np.moveaxis(z, 0, -1))
-        return cross
+        return self.shapley_cross_from_components(self.components_by_feature(X, Z))
+
+    def shapley_cross_from_components(self, components: np.ndarray) -> np.ndarray:
+        """``shapley_cross`` from ``components_by_feature(X, Z)`` (d, n_points, n_train), so
+        that one set of components serves the cross term and ``k(X, Z)``
+        (``kernel_from_components``)."""
+        loo = _leave_one_out_by_feature(components, self._shapley_weights(self.order_variances))
+        return np.ascontiguousarray(np.moveaxis(loo, 0, 1))
+
+    def kernel_from_components(self, components: np.ndarray) -> np.ndarray:
+        """``k(X, Z)`` from ``components_by_feature(X, Z)``, by the elementary-symmetric
+        recursion (independently of the Shapley cross term)."""
+        return self._combine(np.moveaxis(components, 0, -1))
 
     def shapley_prior(self, X: np.ndarray) -> np.ndarray:
         """Prior covariance of the local Shapley values at each point, shape (n_points, d, d).
@@ -382,13 +418,13 @@ class OrthogonalAdditive:
         return shapley, squared[1] * moments, total
 
 
-class OrthogonalAdditiveKernel(gpytorch.kernels.Kernel):
-    """GPyTorch module of the orthogonal additive kernel (trainable lengthscales and variances).
+class _TorchOrthogonalAdditive(gpytorch.kernels.Kernel):
+    """GPyTorch view of ``OrthogonalAdditive`` (built by ``OrthogonalAdditive.torch_kernel``).
 
-    Computes exactly ``OrthogonalAdditive`` in torch: the same measure embeddings and the same
-    elementary-symmetric recursion, differentiable (twice) in inputs and hyperparameters.
-    Distances are taken as explicit differences rather than ``torch.cdist`` so that double
-    backward (the quadrature prior term of integrated gradients) works.
+    A GPyTorch module is needed to train the lengthscales and order variances (constraints,
+    parameters, ``gpytorch.mlls``); it holds them and evaluates the kernel's own formulas
+    (``constrained_components``, ``combine_orders``) on tensors, so there is one
+    implementation of the math.
 
     Parameters
     ----------
@@ -397,23 +433,16 @@ class OrthogonalAdditiveKernel(gpytorch.kernels.Kernel):
     n_features : int
     max_order : int
         Q; the module holds Q + 1 order variances.
-    lengthscale_constraint, order_variance_constraint : gpytorch.constraints.Interval, optional
-        Defaults: ``Positive()``.
+    lengthscale_constraint : gpytorch.constraints.Interval, optional
+        Default: ``Positive()``.
     **kwargs
         Passed to ``gpytorch.kernels.Kernel`` (e.g. ``active_dims``).
     """
 
     has_lengthscale = True
 
-    def __init__(
-        self,
-        measure,
-        n_features: int,
-        max_order: int,
-        lengthscale_constraint=None,
-        order_variance_constraint=None,
-        **kwargs,
-    ):
+    def __init__(self, measure, n_features: int, max_order: int, lengthscale_constraint=None,
+                 **kwargs):
         super().__init__(
             ard_num_dims=n_features, lengthscale_constraint=lengthscale_constraint, **kwargs
         )
@@ -422,9 +451,7 @@ class OrthogonalAdditiveKernel(gpytorch.kernels.Kernel):
         self.register_parameter(
             "raw_order_variances", torch.nn.Parameter(torch.zeros(self.max_order + 1))
         )
-        self.register_constraint(
-            "raw_order_variances", order_variance_constraint or gpytorch.constraints.Positive()
-        )
+        self.register_constraint("raw_order_variances", gpytorch.constraints.Positive())
 
     @property
     def order_variances(self) -> torch.Tensor:
@@ -438,15 +465,5 @@ class OrthogonalAdditiveKernel(gpytorch.kernels.Kernel):
         )
 
     def forward(self, x1, x2, diag: bool = False, **params):
-        lengthscale = self.lengthscale.reshape(-1)
-        h1 = self.measure.se_embedding(x1, lengthscale)
-        h2 = self.measure.se_embedding(x2, lengthscale)
-        if diag:
-            difference, correction = x1 - x2, h1 * h2
-        else:
-            difference = x1[..., :, None, :] - x2[..., None, :, :]
-            correction = h1[..., :, None, :] * h2[..., None, :, :]
-        z = torch.exp(-0.5 * difference**2 / lengthscale**2) - correction
-        e = elementary_symmetric(z, self.max_order)
-        variances = self.order_variances
-        return sum(variances[q] * e[q] for q in range(self.max_order + 1))
+        z = constrained_components(x1, x2, self.lengthscale.reshape(-1), self.measure, diag)
+        return combine_orders(z, self.order_variances)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain.kernels._parameters import as_variance
+from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.rbf import RBF
 
 __all__ = ["RandomFeatureKernel", "sinc"]
@@ -58,7 +59,7 @@ def sinc(h: np.ndarray) -> np.ndarray:
     return out
 
 
-class RandomFeatureKernel:
+class RandomFeatureKernel(Kernel):
     """Sparse-spectrum (random Fourier feature) kernel with fixed frequencies.
 
     ``k(x, x') = variance / M * sum_m cos(v_m . (x - x'))``, the inner product of the features
@@ -254,16 +255,8 @@ class RandomFeatureKernel:
     ) -> np.ndarray:
         """``A @ weights`` as ``G @ (phi(Z)^T weights)``: O((p D + n) M), no (p, D, n) array.
 
-        Parameters
-        ----------
-        X : ndarray (n_points, n_features)
-        baseline : ndarray (n_features,)
-        Z : ndarray (n_train, n_features)
-        weights : ndarray (n_train,)
-
-        Returns
-        -------
-        ndarray of shape (n_points, n_features)
+        Arguments as ``integrated_gradient_cross``, plus ``weights`` (n_train,); returns
+        (n_points, n_features).
         """
         feature_weights = self.features(Z).T @ np.asarray(weights, dtype=np.float64)
         return self.integrated_gradient_features(X, baseline) @ feature_weights
@@ -273,16 +266,9 @@ class RandomFeatureKernel:
 
         ``P_ij = variance / M * u_i u_j sum_m v_mi v_mj sinc(v_m.u / 2)^2`` with ``u = x - xt``
         (the Gram matrix of the IG feature vectors). ``sum_ij P_ij = 2 variance / M sum_m
-        (1 - cos(v_m . u)) = Var[f(x) - f(xt)]``.
-
-        Parameters
-        ----------
-        X : ndarray of shape (n_points, n_features)
-        baseline : ndarray of shape (n_features,)
-
-        Returns
-        -------
-        ndarray of shape (n_points, n_features, n_features), symmetric positive semi-definite.
+        (1 - cos(v_m . u)) = Var[f(x) - f(xt)]``. Shape (n_points, n_features, n_features)
+        for X (n_points, n_features) and a baseline (n_features,); symmetric positive
+        semi-definite.
         """
         u, _, s = self._path_terms(X, baseline)
         V = self.frequencies

@@ -19,11 +19,12 @@ from gpexplain.kernels._gaussian_integrals import (
     segment_moments,
 )
 from gpexplain.kernels._parameters import as_lengthscale, as_variance
+from gpexplain.kernels.base import Kernel
 
 __all__ = ["RBF"]
 
 
-class RBF:
+class RBF(Kernel):
     """Squared-exponential kernel with an output variance and (ARD) lengthscales.
 
     Parameters

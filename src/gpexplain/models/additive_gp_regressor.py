@@ -25,13 +25,12 @@ import math
 
 import gpytorch
 import numpy as np
-import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.preprocessing import StandardScaler
 
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels.measures import Empirical, Gaussian
-from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive, OrthogonalAdditiveKernel
+from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.models._base import PosteriorPredictMixin
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
@@ -261,14 +260,11 @@ def _optimise(Xs, ys, measure, order, start, max_iter, callback, start_index, n_
     non-finite values.
     """
     lengthscale, variances, noise = start
-    covar_module = OrthogonalAdditiveKernel(
-        measure,
-        n_features=Xs.shape[1],
-        max_order=order,
+    kernel = OrthogonalAdditive(lengthscale, variances, measure, max_order=order)
+    covar_module = kernel.torch_kernel(
+        Xs.shape[1],
         lengthscale_constraint=gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND),
-    ).double()
-    covar_module.lengthscale = torch.as_tensor(lengthscale)
-    covar_module.order_variances = torch.as_tensor(variances)
+    )
     # Zero mean: the targets are centred, and the random constant sigma_0^2 absorbs the rest.
     fitted = maximise_exact_marginal_likelihood(
         Xs, ys, gpytorch.means.ZeroMean(), covar_module, noise, max_iter, callback,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gpexplain.explain.integrated_gradients import integrated_gradients
-from gpexplain.explain.quadrature import path_pair_prior, stationary_cross, stationary_prior
+from gpexplain.functionals.quadrature import path_pair_prior, stationary_cross, stationary_prior
 from gpexplain.kernels.stationary import radial_leaves
 from gpexplain.posterior import ExactPosterior
 from tests.reference.ig_stationary_mpmath import cross_term, leaf, prior_term

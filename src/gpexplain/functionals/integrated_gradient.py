@@ -1,0 +1,275 @@
+"""The integrated-gradient functional, for one baseline or a baseline distribution.
+
+Butler, Feng and Djuric, *Explainable Learning with Gaussian Processes* (2024), Theorem 1 and
+Corollary 1: ``attr_i(x) = (x_i - xt_i) int_0^1 d_i f(xt + t (x - xt)) dt`` is a linear
+functional of f. With several baselines ``xt_1 .. xt_B`` the expected attribution
+``(1/B) sum_b attr(x; xt_b)`` is one too: its cross term is the average ``mean_b A_b`` and its
+prior term ``(1/B^2) sum_{b,b'} P_{b,b'}``, the two-path terms ``P_{b,b'}`` (b != b') by
+Gauss-Legendre quadrature for every kernel (``path_pair_prior``).
+
+Schemes, chosen once per kernel when the functional is bound:
+
+* ``ClosedFormPath``: ``gx.kernels.RBF`` (Sec. 4.1, ERRATA-corrected safe form) and
+  ``gx.kernels.RandomFeatureKernel`` (Sec. 4.2); the math lives in the kernel classes;
+* ``StationaryQuadrature``: GPyTorch kernels built from squared-exponential, Matern 3/2 and
+  5/2 and rational-quadratic pieces (``gpexplain.kernels.stationary.radial_leaves``) with the
+  Gauss-Legendre rule: graded cross term and single-integral prior term, exponentially
+  convergent;
+* ``PlainQuadrature``: any other kernel, or another rule: Seitz's construction with the rule's
+  nodes and a staggered Gauss-Legendre prior term (``gpexplain.functionals.quadrature``).
+
+Completeness: ``mean.sum(1) == prediction - mean_b f(xt_b)`` and ``cov.sum((1, 2)) ==
+Var[f(x) - mean_b f(xt_b)]``.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from functools import cached_property
+
+import numpy as np
+
+from gpexplain.functionals.base import LinearFunctional, Scheme
+from gpexplain.functionals.quadrature import (
+    QUADRATURE_RULES,
+    integrated_gradient_functionals,
+    integrated_gradient_mean,
+    path_pair_prior,
+    quadrature_rule,
+    stationary_cross,
+    stationary_prior,
+)
+from gpexplain.kernels.base import Kernel
+from gpexplain.kernels.random_features import RandomFeatureKernel
+from gpexplain.kernels.rbf import RBF
+from gpexplain.kernels.stationary import radial_leaves
+
+__all__ = ["METHODS", "IntegratedGradient"]
+
+METHODS = ("auto", "closed-form", "quadrature")
+
+
+class IntegratedGradient(LinearFunctional):
+    """Integrated gradients along straight paths from each baseline, averaged over baselines.
+
+    Parameters
+    ----------
+    baselines : ndarray (n_baselines, n_features)
+        Resolved reference points (one row for a single baseline).
+    method : {"auto", "closed-form", "quadrature"}, default "auto"
+        ``auto``: the registered scheme of the kernel type (a closed form where one exists);
+        ``closed-form``: that, or ValueError; ``quadrature``: always quadrature.
+    rule : {"gauss-legendre", "trapezoid", "simpson", "right"}, default "gauss-legendre"
+    n_steps : int, default 64
+
+    Raises
+    ------
+    ValueError
+        Unknown rule or method.
+    """
+
+    name = "integrated gradients"
+
+    def __init__(
+        self,
+        baselines: np.ndarray,
+        method: str = "auto",
+        rule: str = "gauss-legendre",
+        n_steps: int = 64,
+    ):
+        if rule not in QUADRATURE_RULES:
+            raise ValueError(
+                f"unknown quadrature rule {rule!r}; choose one of {QUADRATURE_RULES}."
+            )
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; choose one of {METHODS}.")
+        self.baselines, self.method, self.rule, self.n_steps = baselines, method, rule, n_steps
+        self.baseline = baselines[0] if len(baselines) == 1 else baselines
+
+    def bind(self, kernel, Z: np.ndarray) -> Scheme:
+        if self.method == "quadrature":
+            return quadrature_scheme(self, kernel, Z)
+        scheme = super().bind(kernel, Z)
+        if self.method == "closed-form" and not isinstance(scheme, ClosedFormPath):
+            raise ValueError(
+                f"no closed-form integrated gradients for {kernel!r}; use method='quadrature' "
+                "(or 'auto', which picks it)."
+            )
+        return scheme
+
+    def completeness_target(self, posterior, X: np.ndarray, return_var: bool):
+        """``(mean_b f(xt_b), Var[f(x) - mean_b f(xt_b)])`` under the posterior."""
+        baseline_prediction = float(np.mean(posterior.predict_mean(self.baselines)))
+        if not return_var:
+            return baseline_prediction, None
+        return baseline_prediction, posterior.difference_variance(X, self.baselines)
+
+    def describe(self, scheme: Scheme) -> str:
+        label = super().describe(scheme)
+        if len(self.baselines) > 1:
+            label = label[:-1] + f"; expected over {len(self.baselines)} baselines)"
+        return label
+
+
+class PathScheme(Scheme):
+    """Integrated gradients of one kernel along each baseline's path, averaged (abstract).
+
+    Subclasses give the one-path terms (``path_cross``, ``path_prior``, optionally a cheaper
+    ``path_cross_and_prior`` / ``path_mean``) and how many (n_basis, n_features) slabs a path
+    needs; the average over baselines and the two-path prior terms are done here.
+    """
+
+    #: (n_basis, n_features) slabs one path of one point needs.
+    per_path_copies = 1
+
+    @property
+    def baselines(self) -> np.ndarray:
+        return self.functional.baselines
+
+    @abstractmethod
+    def path_cross(self, X: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+        """``A[p, i, n]`` for one baseline, (n_points, n_features, n_basis)."""
+
+    @abstractmethod
+    def path_prior(self, X: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+        """``P[p, i, j]`` for one baseline, (n_points, n_features, n_features)."""
+
+    def path_cross_and_prior(self, X, baseline):
+        return self.path_cross(X, baseline), self.path_prior(X, baseline)
+
+    def path_mean(self, X, baseline, alpha):
+        return self.path_cross(X, baseline) @ alpha
+
+    @cached_property
+    def torch_kernel(self):
+        """The GPyTorch kernel for autograd (not built when the closed form suffices)."""
+        return self.kernel.torch_kernel(self.Z.shape[1])
+
+    @cached_property
+    def pair_leaves(self):
+        """Where the kernel's kinks are (for the two-path terms), whatever the scheme."""
+        return radial_leaves(self.torch_kernel, self.Z.shape[1]) or []
+
+    def cross(self, X):
+        return sum(self.path_cross(X, xt) for xt in self.baselines) / len(self.baselines)
+
+    def prior(self, X):
+        return self._average(X, with_cross=False)[1]
+
+    def cross_and_prior(self, X):
+        return self._average(X, with_cross=True)
+
+    def _average(self, X, with_cross: bool):
+        cross, prior = 0.0, 0.0
+        for b, xt in enumerate(self.baselines):
+            if with_cross:
+                cross_b, prior_b = self.path_cross_and_prior(X, xt)
+                cross = cross + cross_b
+            else:
+                prior_b = self.path_prior(X, xt)
+            prior = prior + prior_b
+            for other in self.baselines[b + 1 :]:
+                pair = path_pair_prior(
+                    self.torch_kernel, X, xt, other, self.functional.n_steps, self.pair_leaves
+                )
+                prior = prior + pair + np.swapaxes(pair, 1, 2)
+        n_baselines = len(self.baselines)
+        return (cross / n_baselines if with_cross else None), prior / n_baselines**2
+
+    def mean(self, X, alpha):
+        total = sum(self.path_mean(X, xt, alpha) for xt in self.baselines)
+        return total / len(self.baselines)
+
+    def copies_per_point(self) -> int:
+        n_baselines, n_steps = len(self.baselines), self.functional.n_steps
+        pairs = 2 * n_steps**2 * n_baselines * (n_baselines - 1) // max(len(self.Z), 1)
+        return n_baselines * self.per_path_copies + pairs
+
+
+@IntegratedGradient.register(RBF)
+@IntegratedGradient.register(RandomFeatureKernel)
+class ClosedFormPath(PathScheme):
+    """The kernel's own ``integrated_gradient_cross`` / ``_prior`` / ``_mean``."""
+
+    label = "closed form"
+
+    def path_cross(self, X, baseline):
+        return self.kernel.integrated_gradient_cross(X, baseline, self.Z)
+
+    def path_prior(self, X, baseline):
+        return self.kernel.integrated_gradient_prior(X, baseline)
+
+    def path_mean(self, X, baseline, alpha):
+        return self.kernel.integrated_gradient_mean(X, baseline, self.Z, alpha)
+
+
+class _Quadrature(PathScheme):
+    """Quadrature with autograd over the kernel's GPyTorch module."""
+
+    def __init__(self, functional, kernel, Z, module, nodes, weights, leaves=None):
+        super().__init__(functional, kernel, Z)
+        self.torch_kernel, self.nodes, self.weights, self.leaves = module, nodes, weights, leaves
+        self.per_path_copies = max(len(nodes), functional.n_steps)
+
+
+class StationaryQuadrature(_Quadrature):
+    """Graded Gauss-Legendre cross term and single-integral prior term (radial leaves)."""
+
+    @property
+    def label(self) -> str:
+        return f"graded Gauss-Legendre quadrature, n_steps={self.functional.n_steps}"
+
+    @property
+    def pair_leaves(self):
+        return self.leaves
+
+    def path_cross(self, X, baseline):
+        n_steps = self.functional.n_steps
+        return stationary_cross(self.torch_kernel, self.leaves, X, baseline, self.Z, n_steps)
+
+    def path_prior(self, X, baseline):
+        return stationary_prior(self.torch_kernel, X, baseline, self.functional.n_steps)
+
+
+class PlainQuadrature(_Quadrature):
+    """Seitz's construction with any rule (``integrated_gradient_functionals``)."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.functional.rule} quadrature, n_steps={self.functional.n_steps}"
+
+    def path_cross_and_prior(self, X, baseline):
+        return integrated_gradient_functionals(
+            self.torch_kernel, X, baseline, self.Z, self.nodes, self.weights
+        )
+
+    def path_cross(self, X, baseline):
+        return self.path_cross_and_prior(X, baseline)[0]
+
+    def path_prior(self, X, baseline):
+        return self.path_cross_and_prior(X, baseline)[1]
+
+    def path_mean(self, X, baseline, alpha):
+        return integrated_gradient_mean(
+            self.torch_kernel, X, baseline, self.Z, alpha, self.nodes, self.weights
+        )
+
+
+@IntegratedGradient.register(Kernel)
+def quadrature_scheme(functional: IntegratedGradient, kernel, Z: np.ndarray) -> _Quadrature:
+    """Stationary (graded) quadrature where the kernel is built from radial leaves and the
+    rule is Gauss-Legendre, plain quadrature otherwise.
+
+    Raises
+    ------
+    ValueError
+        ``n_steps`` not a positive integer, or a Matern 1/2 kernel (not differentiable).
+    """
+    nodes, weights = quadrature_rule(functional.rule, functional.n_steps)
+    module = kernel.torch_kernel(Z.shape[1])
+    leaves = None
+    if functional.rule == "gauss-legendre":
+        leaves = radial_leaves(module, Z.shape[1])
+    if leaves is not None:
+        return StationaryQuadrature(functional, kernel, Z, module, nodes, weights, leaves)
+    return PlainQuadrature(functional, kernel, Z, module, nodes, weights)

@@ -1,0 +1,222 @@
+"""The contract every (linear functional, kernel type) registration satisfies.
+
+One parametrised module, like GPyTorch's ``_base_kernel_test_case.py``: a registration passes
+when its scheme agrees with the functional applied *numerically* to the kernel itself.
+
+Each functional L is written here as a stencil, ``L_i g(x) ~ sum_m W[i, m] g(s_m)`` over
+points s_m, independently of gpexplain:
+
+* gradient: central differences ``(g(x + h e_i) - g(x - h e_i)) / 2h`` (h = 1e-5: truncation
+  h^2 |g'''| / 6 ~ 1e-11, round-off eps |g| / h ~ 1e-11 relative);
+* integrated gradient: ``(x_i - xt_i) int_0^1 d_i g(xt + t (x - xt)) dt`` by 64-node
+  Gauss-Legendre of those differences, averaged over the baselines;
+* additive Shapley value: the marginal game under the measure, enumerated over its atoms
+  (empirical measure: exact; Gaussian: 20-node Gauss-Hermite per feature) and combined with
+  the classical Shapley weights (``tests.reference.shapley_brute_force``).
+
+Checked per registration: the cross term against ``W k(S, z_n)``; the prior term against
+L' applied to the cross term's second argument, ``W_j . cross(x, Z = S)_i`` (the definition
+``P_ij = L_i L'_j k``), symmetric and positive semi-definite; ``cross_and_prior`` equal to the
+separate terms; the mean-only path equal to ``cross @ alpha`` to round-off; and, through the
+driver, completeness where the functional has it. Tolerances, relative to the largest entry:
+1e-8 where the stencil differences a smooth function (its own error is ~1e-10), 1e-7 for the
+plain quadrature of a Matern kernel or a product with a linear kernel (Simpson / staggered
+prior terms, measured ~2e-9), 1e-12 for the exact empirical-measure enumeration.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from math import factorial
+
+import gpytorch.kernels as gk
+import numpy as np
+import pytest
+
+from gpexplain.explain._driver import explain
+from gpexplain.functionals import AdditiveShapley, Gradient, IntegratedGradient
+from gpexplain.functionals.base import LinearFunctional
+from gpexplain.kernels import RBF, GPyTorchKernel, OrthogonalAdditive, RandomFeatureKernel
+from gpexplain.kernels.gpytorch_adapter import input_scaled
+from gpexplain.kernels.measures import Empirical, Gaussian
+from gpexplain.posterior import ExactPosterior
+from tests.kernels.test_derivatives import _set
+from tests.reference import shapley_brute_force as brute
+
+D = 3
+STEP = 1e-5
+N_NODES = 64
+rng = np.random.default_rng(11)
+X = rng.uniform(-1.0, 1.0, size=(2, D))
+Z = rng.uniform(-1.5, 1.5, size=(5, D))
+BASELINES = np.array([[0.1, -0.2, 0.3], [-0.6, 0.4, -0.1]])
+ATOMS = rng.uniform(-1.0, 1.0, size=(4, D))
+
+
+def _matern52():
+    base = _set(gk.MaternKernel(nu=2.5, ard_num_dims=D), lengthscale=[0.9, 1.3, 1.7])
+    return GPyTorchKernel(_set(gk.ScaleKernel(base), outputscale=1.4))
+
+
+def _input_scaled_periodic_times_linear():
+    periodic = _set(gk.PeriodicKernel(), period_length=2.5, lengthscale=1.2)
+    product = gk.ProductKernel(periodic, _set(gk.LinearKernel(), variance=0.5))
+    return GPyTorchKernel(input_scaled(product.double(), [0.1, 0.0, -0.2], [1.5, 0.8, 1.1], 2.0))
+
+
+def _random_features():
+    return RandomFeatureKernel(np.random.default_rng(2).normal(size=(30, D)) / 1.1, 1.3)
+
+
+def _additive(measure):
+    return OrthogonalAdditive([0.8, 1.2, 1.5], [0.2, 1.0, 0.5, 0.25], measure)
+
+
+# name -> (functional, kernel, tolerance of the stencil comparison)
+CASES = {
+    "gradient-rbf": (lambda: Gradient(), lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-8),
+    "gradient-matern52": (lambda: Gradient(), _matern52, 1e-8),
+    "gradient-random-features": (lambda: Gradient(), _random_features, 1e-8),
+    "gradient-input-scaled-product": (
+        lambda: Gradient(), _input_scaled_periodic_times_linear, 1e-8,
+    ),
+    "ig-rbf": (lambda: IntegratedGradient(BASELINES[:1]), lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-8),
+    "ig-rbf-distribution": (lambda: IntegratedGradient(BASELINES), lambda: RBF(0.9, 0.7), 1e-8),
+    "ig-random-features": (lambda: IntegratedGradient(BASELINES[:1]), _random_features, 1e-8),
+    "ig-matern52-graded": (lambda: IntegratedGradient(BASELINES[:1]), _matern52, 1e-8),
+    "ig-matern52-distribution": (lambda: IntegratedGradient(BASELINES), _matern52, 1e-8),
+    "ig-matern52-simpson": (
+        lambda: IntegratedGradient(BASELINES[:1], rule="simpson"), _matern52, 1e-7,
+    ),
+    "ig-input-scaled-product-plain": (
+        lambda: IntegratedGradient(BASELINES[:1]), _input_scaled_periodic_times_linear, 1e-7,
+    ),
+    "shapley-empirical": (lambda: AdditiveShapley(), lambda: _additive(Empirical(ATOMS)), 1e-12),
+    "shapley-gaussian": (
+        lambda: AdditiveShapley(), lambda: _additive(Gaussian([0.1, -0.2, 0.0], [0.7, 1.1, 0.9])),
+        1e-8,
+    ),
+}
+
+
+def _stencil(functional, kernel, x):
+    """Points S (m, D) and weights W (D, m) with ``L_i g(x) ~ W[i] @ g(S)``."""
+    if isinstance(functional, Gradient):
+        points = np.repeat(x[None, :], 2 * D, axis=0)
+        W = np.zeros((D, 2 * D))
+        for i in range(D):
+            points[2 * i, i] += STEP
+            points[2 * i + 1, i] -= STEP
+            W[i, 2 * i], W[i, 2 * i + 1] = 0.5 / STEP, -0.5 / STEP
+        return points, W
+    if isinstance(functional, IntegratedGradient):
+        t, w = np.polynomial.legendre.leggauss(N_NODES)
+        t, w = 0.5 * (t + 1.0), 0.5 * w
+        gradient_points, gradient_weights = _stencil(Gradient(), kernel, x)
+        points, weights = [], []
+        for xt in functional.baselines:
+            for node, weight in zip(t, w, strict=True):
+                centre = xt + node * (x - xt)
+                points.append(gradient_points - x + centre)
+                factor = weight * (x - xt)[:, None] / len(functional.baselines)
+                weights.append(factor * gradient_weights)
+        return np.vstack(points), np.hstack(weights)
+    if isinstance(functional, AdditiveShapley):
+        measure = kernel.measure
+        if isinstance(measure, Empirical):
+            atoms = brute.empirical_atoms(ATOMS)
+        else:
+            atoms = brute.gaussian_atoms(measure.mean, measure.std, 20)
+        points, index = brute.marginal_game_points(x, atoms)
+        W = np.zeros((D, len(points)))
+        for i in range(D):  # phi_i = sum_{S not i} |S|! (D - |S| - 1)! / D! (v(S + i) - v(S))
+            others = [j for j in range(D) if j != i]
+            for size in range(D):
+                share = factorial(size) * factorial(D - size - 1) / factorial(D)
+                for S in combinations(others, size):
+                    for subset, sign in ((frozenset(S) | {i}, 1.0), (frozenset(S), -1.0)):
+                        rows, weights = index[subset]
+                        W[i, rows] += sign * share * weights
+        return points, W
+    raise AssertionError(f"no stencil for {type(functional).__name__}")
+
+
+def _case(name):
+    make_functional, make_kernel, tolerance = CASES[name]
+    functional, kernel = make_functional(), make_kernel()
+    return functional, kernel, functional.bind(kernel, Z), tolerance
+
+
+def _close(actual, expected, tolerance):
+    scale = max(float(np.max(np.abs(expected))), 1e-300)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=tolerance * scale)
+
+
+def _registered_type(functional_class, kernel):
+    return next(k for k in type(kernel).__mro__ if k in functional_class._schemes)
+
+
+def test_every_registration_has_a_case():
+    covered = {
+        (type(make_functional()), _registered_type(type(make_functional()), make_kernel()))
+        for make_functional, make_kernel, _ in CASES.values()
+    }
+    for functional_class in LinearFunctional.__subclasses__():
+        for kernel_type in functional_class._schemes:
+            assert (functional_class, kernel_type) in covered, (functional_class, kernel_type)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_cross_term_is_the_functional_of_the_kernel(name):
+    functional, kernel, scheme, tolerance = _case(name)
+    cross = scheme.cross(X)
+    assert cross.shape == (len(X), D, len(Z))
+    for p, x in enumerate(X):
+        points, W = _stencil(functional, kernel, x)
+        _close(cross[p], W @ kernel(points, Z), tolerance)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_prior_term_is_the_functional_of_the_cross_term(name):
+    functional, kernel, scheme, tolerance = _case(name)
+    prior = scheme.prior(X)
+    assert prior.shape == (len(X), D, D)
+    _close(prior, np.swapaxes(prior, 1, 2), 1e-12)
+    assert np.linalg.eigvalsh(prior).min() >= -1e-10 * np.abs(prior).max()
+    for p, x in enumerate(X):
+        points, W = _stencil(functional, kernel, x)
+        cross = functional.bind(kernel, points).cross(x[None, :])[0]  # (D, m): L_i k(., s_m)
+        _close(prior[p], cross @ W.T, tolerance)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_cross_and_prior_and_mean_only_paths_agree(name):
+    _, _, scheme, _ = _case(name)
+    cross, prior = scheme.cross_and_prior(X)
+    np.testing.assert_allclose(cross, scheme.cross(X), rtol=0, atol=1e-14 * np.abs(cross).max())
+    np.testing.assert_allclose(prior, scheme.prior(X), rtol=0, atol=1e-14 * np.abs(prior).max())
+    alpha = np.random.default_rng(5).normal(size=len(Z))
+    expected = cross @ alpha
+    scale = np.abs(cross).max() * np.abs(alpha).sum()
+    np.testing.assert_allclose(scheme.mean(X, alpha), expected, rtol=0, atol=1e-13 * scale)
+    np.testing.assert_allclose(scheme.kernel_matrix(X), scheme.kernel(X, Z), rtol=0, atol=0)
+    assert scheme.copies_per_point() >= 1
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_completeness_through_the_driver(name):
+    functional, kernel, _, tolerance = _case(name)
+    y = np.sin(Z).sum(1)
+    posterior = ExactPosterior(Z, y, kernel, noise=0.05, mean=0.3)
+    attribution = explain(posterior, X, functional)
+    mean_only = explain(posterior, X, functional, return_cov=False)
+    np.testing.assert_allclose(
+        mean_only.mean, attribution.mean, rtol=0, atol=1e-12 * np.abs(attribution.mean).max()
+    )
+    baseline_prediction, _ = functional.completeness_target(posterior, X, False)
+    if baseline_prediction is None:  # gradients: no completeness
+        assert attribution.difference_variance is None
+        return
+    gaps = attribution.completeness_gap()
+    assert gaps["mean"] <= tolerance * np.abs(attribution.prediction).max()
+    assert gaps["variance"] <= tolerance * attribution.difference_variance.max()
