@@ -1,0 +1,27 @@
+"""Property-optimised explanations (POE; Tadesse et al., *Transparent trade-offs between
+properties of explanations*, 2025).
+
+Users state the mix of properties they need (weights lambda of faithfulness, robustness,
+smoothness and complexity) and get the explanations optimal for exactly that mix, with the
+properties reported:
+
+* ``losses`` / ``objective``: the six properties of Table 2;
+* ``transductive``: optimal explanations of a fixed set of points (Sec. 5);
+* ``similarity``: similarities between points or features (Gaussian, uniform, k-NN,
+  negative kernel precision).
+"""
+
+from gpexplain.poe import similarity
+from gpexplain.poe._inputs import PROPERTIES, POESolverError
+from gpexplain.poe.losses import losses, objective
+from gpexplain.poe.transductive import POEResult, transductive
+
+__all__ = [
+    "PROPERTIES",
+    "POEResult",
+    "POESolverError",
+    "losses",
+    "objective",
+    "similarity",
+    "transductive",
+]
