@@ -8,20 +8,33 @@ properties reported:
 * ``losses`` / ``objective``: the six properties of Table 2;
 * ``transductive``: optimal explanations of a fixed set of points (Sec. 5);
 * ``similarity``: similarities between points or features (Gaussian, uniform, k-NN,
-  negative kernel precision).
+  negative kernel precision);
+* ``gradients_and_values`` / ``as_target``: f and grad f of a GP model, a torch function or
+  user callables;
+* baselines: ``smoothgrad``, ``lime`` (with intercept), ``lime_no_intercept`` (the paper's
+  equation), ``agg``.
 """
 
 from gpexplain.poe import similarity
 from gpexplain.poe._inputs import PROPERTIES, POESolverError
+from gpexplain.poe.baselines import agg, lime, lime_no_intercept, smoothgrad
 from gpexplain.poe.losses import losses, objective
+from gpexplain.poe.target import Target, as_target, gradients_and_values
 from gpexplain.poe.transductive import POEResult, transductive
 
 __all__ = [
     "PROPERTIES",
     "POEResult",
     "POESolverError",
+    "Target",
+    "agg",
+    "as_target",
+    "gradients_and_values",
+    "lime",
+    "lime_no_intercept",
     "losses",
     "objective",
     "similarity",
+    "smoothgrad",
     "transductive",
 ]

@@ -183,6 +183,14 @@ class QuadraticProblem:
             bound += self.weights["F_func"] * float(np.max(np.sum(self.X**2, axis=1)))
         return bound
 
+    def data_scale(self) -> float:
+        """``max |G|`` (and ``max |f|`` with F_func): convex solvers work on the data divided
+        by it (``docs/errata.md``, rescale first); 1 for all-zero data."""
+        scale = float(np.max(np.abs(self.G)))
+        if self.uses_function:
+            scale = max(scale, float(np.max(np.abs(self.f))))
+        return scale if scale > 0 else 1.0
+
     def scaled(self, factor: float) -> QuadraticProblem:
         """The same problem with G and f divided by ``factor`` (its minimiser is W* / factor)."""
         return QuadraticProblem(

@@ -71,10 +71,7 @@ def solve_l1(
     smallest = problem.smallest_eigenvalue_without_function()
     if smallest <= 0 and not problem.uses_function:
         problem.sylvester_solve(problem.rhs())  # raises the no-unique-minimiser ValueError
-    scale = float(np.max(np.abs(problem.G)))
-    if problem.uses_function:
-        scale = max(scale, float(np.max(np.abs(problem.f))))
-    scale = scale if scale > 0 else 1.0
+    scale = problem.data_scale()
     scaled = problem.scaled(scale)
     threshold_weight = l1 / scale
     step = 1.0 / (2.0 * scaled.largest_eigenvalue_bound())

@@ -22,7 +22,7 @@ from gpexplain.poe._inputs import POESolverError
 from gpexplain.poe._quadratic import QuadraticProblem
 from gpexplain.poe.similarity import Similarity
 
-__all__ = ["solve_qcqp"]
+__all__ = ["convex_objective", "solve_program", "solve_qcqp"]
 
 # Clarabel's interior-point tolerances: gap and feasibility to 1e-10 on the rescaled problem.
 _CLARABEL = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10,
@@ -43,36 +43,20 @@ def _laplacian_root(similarity: Similarity, n: int, name: str) -> np.ndarray:
     return vectors * np.sqrt(np.maximum(values, 0.0))
 
 
-def solve_qcqp(problem: QuadraticProblem, r_max: float, l1: float) -> tuple[np.ndarray, dict]:
-    """Minimise ``Q(W) + r_max R_max(W) + l1 |W|_1`` with cvxpy (Clarabel).
+def convex_objective(problem: QuadraticProblem, W, scale: float, r_max: float, l1: float):
+    """cvxpy objective and constraints of the POE program in the explanations ``W``.
 
-    Returns
-    -------
-    W : ndarray (n_points, n_features)
-    certificate : dict
-        ``solver``, ``status``, ``solver_value`` and ``recomputed_value`` (objective, original
-        units), ``iterations``, ``scale``.
-
-    Raises
-    ------
-    POESolverError
-        Status other than "optimal", or the recomputed objective disagrees with the solver's.
-    ValueError
-        An indefinite similarity Laplacian.
+    ``W`` is an (n, d) cvxpy expression (a variable, or AGG's combination of base
+    explanations); the data are divided by ``scale`` (the objective is then ``1/scale^2`` of
+    the original one).
     """
     import cvxpy as cp
 
     n, d = problem.X.shape
     weights = problem.weights
-    scale = float(np.max(np.abs(problem.G)))
-    if problem.uses_function:
-        scale = max(scale, float(np.max(np.abs(problem.f))))
-    scale = scale if scale > 0 else 1.0
-    G = problem.G / scale
-    W = cp.Variable((n, d))
     terms = []
     if weights["F_grad"]:
-        terms.append(weights["F_grad"] * cp.sum_squares(W - G))
+        terms.append(weights["F_grad"] * cp.sum_squares(W - problem.G / scale))
     if weights["F_func"]:
         terms.append(weights["F_func"] * cp.sum_squares(
             cp.sum(cp.multiply(W, problem.X), axis=1) - problem.f / scale))
@@ -95,24 +79,54 @@ def solve_qcqp(problem: QuadraticProblem, r_max: float, l1: float) -> tuple[np.n
         terms.append(r_max * cp.sum(delta))
     if l1:
         terms.append((l1 / scale) * cp.norm1(W))
-    program = cp.Problem(cp.Minimize(cp.sum(terms)), constraints)
+    return cp.sum(terms), constraints
+
+
+def solve_program(objective, constraints) -> tuple[object, int]:
+    """Solve with Clarabel at tight tolerances; POESolverError unless status is optimal."""
+    import cvxpy as cp
+
+    program = cp.Problem(cp.Minimize(objective), constraints)
     try:
         program.solve(solver=cp.CLARABEL, **_CLARABEL)
     except cp.error.SolverError as error:
         raise POESolverError(f"cvxpy/Clarabel failed: {error}") from error
-    if program.status != cp.OPTIMAL or W.value is None:
+    if program.status != cp.OPTIMAL:
         raise POESolverError(
             f"cvxpy/Clarabel ended with status {program.status!r}, not 'optimal'; the "
             "explanations would be inaccurate."
         )
-    solution = scale * np.asarray(W.value)
-    solver_value = float(program.value) * scale**2
-    return solution, {
+    return program, program.solver_stats.num_iters
+
+
+def solve_qcqp(problem: QuadraticProblem, r_max: float, l1: float) -> tuple[np.ndarray, dict]:
+    """Minimise ``Q(W) + r_max R_max(W) + l1 |W|_1`` with cvxpy (Clarabel).
+
+    Returns
+    -------
+    W : ndarray (n_points, n_features)
+    certificate : dict
+        ``solver``, ``status``, ``solver_value`` (objective in original units; the caller
+        compares it with the objective recomputed from W), ``iterations``, ``scale``.
+
+    Raises
+    ------
+    POESolverError
+        Status other than "optimal".
+    ValueError
+        An indefinite similarity Laplacian.
+    """
+    import cvxpy as cp
+
+    scale = problem.data_scale()
+    W = cp.Variable(problem.X.shape)
+    program, iterations = solve_program(*convex_objective(problem, W, scale, r_max, l1))
+    return scale * np.asarray(W.value), {
         "method": "cvxpy epigraph QCQP",
         "solver": "CLARABEL",
         "status": program.status,
-        "iterations": program.solver_stats.num_iters,
-        "solver_value": solver_value,
+        "iterations": iterations,
+        "solver_value": float(program.value) * scale**2,
         "scale": scale,
         "tolerances": dict(_CLARABEL),
     }
