@@ -9,6 +9,7 @@ properties reported:
 * ``transductive``: optimal explanations of a fixed set of points (Sec. 5);
 * ``similarity``: similarities between points or features (Gaussian, uniform, k-NN,
   negative kernel precision);
+* ``InductivePOE``: an explanation function by GP inference (Sec. 4), with covariance;
 * ``gradients_and_values`` / ``as_target``: f and grad f of a GP model, a torch function or
   user callables;
 * baselines: ``smoothgrad``, ``lime`` (with intercept), ``lime_no_intercept`` (the paper's
@@ -18,11 +19,14 @@ properties reported:
 from gpexplain.poe import similarity
 from gpexplain.poe._inputs import PROPERTIES, POESolverError
 from gpexplain.poe.baselines import agg, lime, lime_no_intercept, smoothgrad
+from gpexplain.poe.inductive import InductivePOE, LocalInducingPoints, local_inducing_points
 from gpexplain.poe.losses import losses, objective
 from gpexplain.poe.target import Target, as_target, gradients_and_values
 from gpexplain.poe.transductive import POEResult, transductive
 
 __all__ = [
+    "InductivePOE",
+    "LocalInducingPoints",
     "PROPERTIES",
     "POEResult",
     "POESolverError",
@@ -32,6 +36,7 @@ __all__ = [
     "gradients_and_values",
     "lime",
     "lime_no_intercept",
+    "local_inducing_points",
     "losses",
     "objective",
     "similarity",

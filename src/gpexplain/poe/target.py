@@ -23,11 +23,14 @@ __all__ = ["Target", "as_target", "gradients_and_values"]
 
 @dataclass(frozen=True)
 class Target:
-    """``values(X) -> (n,)`` and ``gradients(X) -> (n, D)`` of the explained function."""
+    """``values(X) -> (n,)`` and ``gradients(X) -> (n, D)`` of the explained function.
 
-    values: Callable[[np.ndarray], np.ndarray]
+    ``values`` may be None for a gradient-only target (inductive POE needs only gradients).
+    """
+
+    values: Callable[[np.ndarray], np.ndarray] | None
     gradients: Callable[[np.ndarray], np.ndarray]
-    description: str
+    description: str = "user-supplied"
 
 
 def _checked(name: str, function, X: np.ndarray, shape: tuple) -> np.ndarray:
@@ -97,6 +100,8 @@ def as_target(f) -> Target:
 def evaluate(target: Target, X: np.ndarray, what: str) -> np.ndarray:
     """``target.values`` (what="values") or ``target.gradients`` at X, shape-checked, finite."""
     if what == "values":
+        if target.values is None:
+            raise ValueError(f"the target ({target.description}) has no function values.")
         return _checked(f"f ({target.description})", target.values, X, (X.shape[0],))
     return _checked(f"grad f ({target.description})", target.gradients, X, X.shape)
 
