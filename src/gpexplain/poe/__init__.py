@@ -13,7 +13,7 @@ properties reported:
 * ``gradients_and_values`` / ``as_target``: f and grad f of a GP model, a torch function or
   user callables;
 * baselines: ``smoothgrad``, ``lime`` (with intercept), ``lime_no_intercept`` (the paper's
-  equation), ``agg``.
+  equation), ``agg``, ``mofae`` (NSGA-II by pymoo).
 """
 
 from gpexplain.poe import similarity
@@ -21,12 +21,14 @@ from gpexplain.poe._inputs import PROPERTIES, POESolverError
 from gpexplain.poe.baselines import agg, lime, lime_no_intercept, smoothgrad
 from gpexplain.poe.inductive import InductivePOE, LocalInducingPoints, local_inducing_points
 from gpexplain.poe.losses import losses, objective
+from gpexplain.poe.mofae import MOFAEResult, mofae
 from gpexplain.poe.target import Target, as_target, gradients_and_values
 from gpexplain.poe.transductive import POEResult, transductive
 
 __all__ = [
     "InductivePOE",
     "LocalInducingPoints",
+    "MOFAEResult",
     "PROPERTIES",
     "POEResult",
     "POESolverError",
@@ -38,6 +40,7 @@ __all__ = [
     "lime_no_intercept",
     "local_inducing_points",
     "losses",
+    "mofae",
     "objective",
     "similarity",
     "smoothgrad",

@@ -65,16 +65,17 @@ def losses(W, X, gradients, values=None, S=None, S_tilde=None) -> dict[str, floa
     return _losses(W, X, G, f, point_similarity, feature_similarity)
 
 
-def _losses(W, X, G, f, point_similarity, feature_similarity) -> dict[str, float | None]:
-    """``losses`` on validated inputs (the solvers call this on every result)."""
-    return {
-        "F_grad": float(np.sum((W - G) ** 2)),
-        "F_func": None if f is None else float(np.sum((np.sum(W * X, axis=1) - f) ** 2)),
-        "R_avg": point_similarity.pair_sum(W),
-        "R_max": float(np.sum(largest_squared_distances(W))),
-        "S": feature_similarity.pair_sum(W.T),
-        "C": float(np.sum(np.abs(W))),
+def _losses(W, X, G, f, point_similarity, feature_similarity, names=PROPERTIES) -> dict:
+    """``losses`` on validated inputs, for the properties in ``names`` (solvers, MOFAE)."""
+    compute = {
+        "F_grad": lambda: float(np.sum((W - G) ** 2)),
+        "F_func": lambda: None if f is None else float(np.sum((np.sum(W * X, axis=1) - f) ** 2)),
+        "R_avg": lambda: point_similarity.pair_sum(W),
+        "R_max": lambda: float(np.sum(largest_squared_distances(W))),
+        "S": lambda: feature_similarity.pair_sum(W.T),
+        "C": lambda: float(np.sum(np.abs(W))),
     }
+    return {name: compute[name]() for name in names}
 
 
 def largest_squared_distances(W: np.ndarray, chunk: int = 1024) -> np.ndarray:
