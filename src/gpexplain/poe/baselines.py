@@ -163,7 +163,7 @@ def agg(base, X, gradients, values=None, S=None, S_tilde=None, lambdas=None) -> 
     """
     import cvxpy as cp
 
-    from gpexplain.poe.qcqp import convex_objective, solve_program
+    from gpexplain.poe.qcqp import solve_convex
 
     X, names = as_feature_matrix(X, "X")
     weights = as_lambdas({"F_grad": 1.0} if lambdas is None else lambdas)
@@ -181,8 +181,11 @@ def agg(base, X, gradients, values=None, S=None, S_tilde=None, lambdas=None) -> 
     scale = problem.data_scale()
     alpha = cp.Variable(len(bases))
     combined = sum(alpha[m] * (bases[m] / scale) for m in range(len(bases)))
-    goal, constraints = convex_objective(problem, combined, scale, weights["R_max"], weights["C"])
-    program, iterations = solve_program(goal, constraints + [alpha >= 0, cp.sum(alpha) == 1])
+    stacked = np.stack(bases)
+    program, status = solve_convex(
+        problem, combined, lambda: np.tensordot(alpha.value, stacked, axes=1) / scale, scale,
+        weights["R_max"], weights["C"], starts=bases,
+        extra_constraints=[alpha >= 0, cp.sum(alpha) == 1])
     alpha_value = np.clip(np.asarray(alpha.value), 0.0, None)
     alpha_value /= alpha_value.sum()
     W = sum(a * b for a, b in zip(alpha_value, bases, strict=True))
@@ -190,7 +193,7 @@ def agg(base, X, gradients, values=None, S=None, S_tilde=None, lambdas=None) -> 
     property_losses = _losses(W, X, G, f, points, features)
     attribution = Attribution(W, None, X, f.copy() if f is not None else np.zeros(X.shape[0]),
                               None, None, names, "AGG (convex combination of base explanations)")
-    certificate = {"method": "AGG by cvxpy", "solver": "CLARABEL", "status": program.status,
-                   "iterations": iterations, "alpha": alpha_value.tolist()}
+    certificate = {"method": "AGG by cvxpy", "solver": "CLARABEL", **status,
+                   "alpha": alpha_value.tolist()}
     return POEResult(attribution, property_losses, objective(property_losses, weights), weights,
                      certificate)

@@ -7,14 +7,16 @@ through the epigraph program
     s.t.      |w_n - w_n'|^2 <= Delta_n   for every pair n != n'
 
 (a convex QCQP; ``Q`` the quadratic properties, written with square roots of the two
-Laplacians so that cvxpy sees sums of squares). Each unordered pair is one second-order cone
-shared by both epigraph variables. Gradients and values are first divided by ``max |G|``
-(``docs/errata.md``: interior-point solvers otherwise stop at "optimal_inaccurate"); the
-minimiser scales back exactly. Any status but "optimal" raises, and the solver's optimal value
+Laplacians so that cvxpy sees sums of squares). The N (N - 1) epigraph constraints are
+generated lazily (only the pairs that bind), which is exact (see ``solve_convex``).
+Gradients and values are first divided by ``max |G|`` (``docs/errata.md``: interior-point
+solvers otherwise stop at "optimal_inaccurate"); the minimiser scales back exactly. Any status but "optimal" raises, and the solver's optimal value
 is checked against the objective re-evaluated from the returned explanations.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -22,11 +24,12 @@ from gpexplain.poe._inputs import POESolverError
 from gpexplain.poe._quadratic import QuadraticProblem
 from gpexplain.poe.similarity import Similarity
 
-__all__ = ["convex_objective", "solve_program", "solve_qcqp"]
+__all__ = ["solve_convex", "solve_program", "solve_qcqp"]
 
-# Clarabel's interior-point tolerances: gap and feasibility to 1e-10 on the rescaled problem.
-_CLARABEL = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10,
-             "tol_ktratio": 1e-8, "max_iter": 500}
+# Clarabel's interior-point tolerances (gap and feasibility) on the rescaled problem, tightest
+# first: a program that stops short of one ("optimal_inaccurate") is re-solved at the next;
+# the tolerance reached is reported, and a failure at 1e-8 (cvxpy's default) is an error.
+_TOLERANCES = (1e-10, 1e-9, 1e-8)
 # The solver's value and the objective recomputed from its W must agree to this (relative).
 _VALUE_RTOL = 1e-6
 
@@ -43,8 +46,8 @@ def _laplacian_root(similarity: Similarity, n: int, name: str) -> np.ndarray:
     return vectors * np.sqrt(np.maximum(values, 0.0))
 
 
-def convex_objective(problem: QuadraticProblem, W, scale: float, r_max: float, l1: float):
-    """cvxpy objective and constraints of the POE program in the explanations ``W``.
+def _convex_terms(problem: QuadraticProblem, W, scale: float, l1: float) -> list:
+    """cvxpy terms of every property but R_max, in the explanations ``W``.
 
     ``W`` is an (n, d) cvxpy expression (a variable, or AGG's combination of base
     explanations); the data are divided by ``scale`` (the objective is then ``1/scale^2`` of
@@ -70,33 +73,86 @@ def convex_objective(problem: QuadraticProblem, W, scale: float, r_max: float, l
     if weights["S"]:
         root = _laplacian_root(problem.features, d, "S_tilde")
         terms.append(2 * weights["S"] * cp.sum_squares(W @ root))
-    constraints = []
-    if r_max and n > 1:
-        delta = cp.Variable(n)
-        first, second = np.triu_indices(n, k=1)
-        pair = cp.sum(cp.square(W[first, :] - W[second, :]), axis=1)
-        constraints += [pair <= delta[first], pair <= delta[second]]
-        terms.append(r_max * cp.sum(delta))
     if l1:
         terms.append((l1 / scale) * cp.norm1(W))
-    return cp.sum(terms), constraints
+    return terms
 
 
-def solve_program(objective, constraints) -> tuple[object, int]:
-    """Solve with Clarabel at tight tolerances; POESolverError unless status is optimal."""
+def _farthest_pairs(W: np.ndarray, count: int) -> set:
+    """(n, n') for the ``count`` points n' farthest from each n in W."""
+    from scipy.spatial.distance import cdist
+
+    distances = cdist(W, W, "sqeuclidean")
+    farthest = np.argsort(-distances, axis=1)[:, :count]
+    return {(a, int(b)) for a, row in enumerate(farthest) for b in row if a != b}
+
+
+def solve_convex(problem: QuadraticProblem, W, value_of, scale: float, r_max: float, l1: float,
+                 starts: list, extra_constraints=()) -> tuple[object, dict]:
+    """Minimise the POE objective in the expression W (data divided by ``scale``).
+
+    R_max's epigraph ``|w_n - w_n'|^2 <= Delta_n`` is generated lazily: starting from each
+    point's two farthest partners in the ``starts`` explanations, every round adds, for each
+    point, its farthest partner at the current solution if that pair violates its epigraph
+    constraint, until none does. The last program is then a relaxation of the full one whose
+    solution is feasible for it, hence optimal for it; and it avoids the N^2 nearly
+    redundant cones that make interior-point solvers stop at "optimal_inaccurate".
+    """
+    import cvxpy as cp
+    from scipy.spatial.distance import cdist
+
+    terms = _convex_terms(problem, W, scale, l1)
+    n = problem.X.shape[0]
+    if not r_max or n < 2:
+        program, status = solve_program(cp.sum(terms), list(extra_constraints))
+        return program, {**status, "rounds": 1, "pairs": 0}
+    pairs = set()
+    for start in starts:
+        pairs |= _farthest_pairs(start / scale, 2)
+    delta = cp.Variable(n)
+    for rounds in range(1, 101):  # each round adds >= 1 pair; in practice a few rounds
+        first, second = (np.array(index) for index in zip(*sorted(pairs), strict=True))
+        epigraph = cp.sum(cp.square(W[first, :] - W[second, :]), axis=1) <= delta[first]
+        program, status = solve_program(cp.sum([*terms, r_max * cp.sum(delta)]),
+                                        [epigraph, *extra_constraints])
+        current = cdist(value_of(), value_of(), "sqeuclidean")
+        partner = np.argmax(current, axis=1)
+        largest = current[np.arange(n), partner]
+        violated = largest > np.asarray(delta.value) + status["tolerance"] * max(
+            1.0, float(largest.max()))
+        new = {(a, int(partner[a])) for a in np.flatnonzero(violated)} - pairs
+        if not new:
+            return program, {**status, "rounds": rounds, "pairs": len(pairs)}
+        pairs |= new
+    raise POESolverError("R_max constraint generation did not settle in 100 rounds.")
+
+
+def solve_program(objective, constraints) -> tuple[object, dict]:
+    """Solve with Clarabel at the tightest tolerance it certifies; POESolverError otherwise.
+
+    Returns the solved program and ``{"status", "tolerance", "iterations"}``.
+    """
     import cvxpy as cp
 
     program = cp.Problem(cp.Minimize(objective), constraints)
-    try:
-        program.solve(solver=cp.CLARABEL, **_CLARABEL)
-    except cp.error.SolverError as error:
-        raise POESolverError(f"cvxpy/Clarabel failed: {error}") from error
-    if program.status != cp.OPTIMAL:
-        raise POESolverError(
-            f"cvxpy/Clarabel ended with status {program.status!r}, not 'optimal'; the "
-            "explanations would be inaccurate."
-        )
-    return program, program.solver_stats.num_iters
+    statuses = []
+    for tolerance in _TOLERANCES:
+        try:
+            with warnings.catch_warnings():
+                # cvxpy warns on "optimal_inaccurate"; the status is acted on below.
+                warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+                program.solve(solver=cp.CLARABEL, tol_gap_abs=tolerance, tol_gap_rel=tolerance,
+                              tol_feas=tolerance, max_iter=500)
+        except cp.error.SolverError as error:
+            raise POESolverError(f"cvxpy/Clarabel failed: {error}") from error
+        statuses.append(program.status)
+        if program.status == cp.OPTIMAL:
+            return program, {"status": program.status, "tolerance": tolerance,
+                             "iterations": program.solver_stats.num_iters}
+    raise POESolverError(
+        f"cvxpy/Clarabel ended with statuses {statuses} at tolerances {list(_TOLERANCES)}, "
+        "never 'optimal'; the explanations would be inaccurate."
+    )
 
 
 def solve_qcqp(problem: QuadraticProblem, r_max: float, l1: float) -> tuple[np.ndarray, dict]:
@@ -106,7 +162,8 @@ def solve_qcqp(problem: QuadraticProblem, r_max: float, l1: float) -> tuple[np.n
     -------
     W : ndarray (n_points, n_features)
     certificate : dict
-        ``solver``, ``status``, ``solver_value`` (objective in original units; the caller
+        ``solver``, ``status``, ``tolerance`` (the relative gap and feasibility tolerance
+        Clarabel certified), ``solver_value`` (objective in original units; the caller
         compares it with the objective recomputed from W), ``iterations``, ``scale``.
 
     Raises
@@ -120,13 +177,12 @@ def solve_qcqp(problem: QuadraticProblem, r_max: float, l1: float) -> tuple[np.n
 
     scale = problem.data_scale()
     W = cp.Variable(problem.X.shape)
-    program, iterations = solve_program(*convex_objective(problem, W, scale, r_max, l1))
+    program, status = solve_convex(problem, W, lambda: W.value, scale, r_max, l1,
+                                   starts=[problem.G])
     return scale * np.asarray(W.value), {
         "method": "cvxpy epigraph QCQP",
         "solver": "CLARABEL",
-        "status": program.status,
-        "iterations": iterations,
+        **status,
         "solver_value": float(program.value) * scale**2,
         "scale": scale,
-        "tolerances": dict(_CLARABEL),
     }
