@@ -10,8 +10,9 @@ through the epigraph program
 Laplacians so that cvxpy sees sums of squares). The N (N - 1) epigraph constraints are
 generated lazily (only the pairs that bind), which is exact (see ``solve_convex``).
 Gradients and values are first divided by ``max |G|`` (``docs/errata.md``: interior-point
-solvers otherwise stop at "optimal_inaccurate"); the minimiser scales back exactly. Any status but "optimal" raises, and the solver's optimal value
-is checked against the objective re-evaluated from the returned explanations.
+solvers otherwise stop at "optimal_inaccurate"); the minimiser scales back exactly. Any
+status but "optimal" raises, and the solver's optimal value is checked against the objective
+re-evaluated from the returned explanations.
 """
 
 from __future__ import annotations
