@@ -24,7 +24,8 @@ test: $(STAMP) lint
 
 # Every benchmark in sequence (each writes benchmarks/results/<name>.json); about an hour.
 BENCHMARKS := ig_exact_vs_numerical quadrature_rules random_features_convergence sparse_scaling \
-	boston_svgp shapley_speed feature_selection oak_accuracy gpx_accuracy gpx_explanations gpx_time
+	boston_svgp shapley_speed feature_selection oak_accuracy gpx_accuracy gpx_explanations gpx_time \
+	poe_fronts poe_inductive poe_speed
 bench: $(STAMP)
 	for name in $(BENCHMARKS); do $(BIN)/python benchmarks/$$name.py || exit 1; done
 

@@ -122,6 +122,19 @@ def test_global_plus_local_densities_are_the_sampling_mixture():
     assert np.all(np.isfinite(attr.mean)) and np.all(attr.var > 0)
 
 
+def test_user_gradients_and_torch_autograd_give_the_same_fit():
+    Z = np.random.default_rng(5).uniform(0, 3, size=(10, 2))
+    kernel, lambdas = gx.kernels.RBF(1.0), {"F_grad": 1, "R_avg": 0.2}
+
+    def gradient(X):  # the gradient of f in two dimensions, written by hand
+        return 3 * np.cos(3 * X) + X / 5 + X[:, ::-1] / 5
+
+    by_hand = gx.poe.InductivePOE(kernel, lambdas, Z).fit(gx.poe.Target(None, gradient))
+    autograd = gx.poe.InductivePOE(kernel, lambdas, Z).fit(f)
+    assert np.allclose(by_hand.inducing_explanations_, autograd.inducing_explanations_,
+                       atol=1e-12)
+
+
 def test_covariance_is_symmetric_positive_semidefinite():
     Z = np.random.default_rng(2).uniform(0, 3, size=(20, 3))
     model = gx.poe.InductivePOE(gx.kernels.RBF(1.0), {"F_grad": 1, "R_avg": 0.2, "S": 0.1}, Z,

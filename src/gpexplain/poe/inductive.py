@@ -281,11 +281,13 @@ class InductivePOE:
             raise ValueError("inductive POE needs lambdas['F_grad'] > 0 and lambdas['R_avg'] "
                              "> 0 (the GP's likelihood and prior); use gx.poe.transductive "
                              "otherwise.")
-        for name, value, low in (("mean_prior_variance", self.mean_prior_variance, 0.0),
-                                 ("jitter", self.jitter, -1.0)):
-            if not (isinstance(value, int | float) and not isinstance(value, bool)) or (
-                    np.isnan(value) or value <= low or (name == "jitter" and value < 0)):
-                raise ValueError(f"{name} must be a number > 0 (jitter >= 0), got {value!r}.")
+        sigma2 = self.mean_prior_variance
+        if isinstance(sigma2, bool) or not isinstance(sigma2, int | float) or not sigma2 > 0:
+            raise ValueError(f"mean_prior_variance must be a number > 0 (inf for a flat prior), "
+                             f"got {sigma2!r}.")
+        if not (isinstance(self.jitter, int | float) and np.isfinite(self.jitter)
+                and self.jitter >= 0):
+            raise ValueError(f"jitter must be a finite number >= 0, got {self.jitter!r}.")
         if self.noise_variance is not None and not (
                 np.isfinite(self.noise_variance) and self.noise_variance > 0):
             raise ValueError(f"noise_variance must be finite and > 0, got {self.noise_variance!r}.")
