@@ -20,7 +20,7 @@ import numpy as np
 
 from gpexplain._validation import as_feature_matrix, check_finite_result
 from gpexplain.attribution import Attribution
-from gpexplain.poe._inputs import as_gradients, as_lambdas, as_values
+from gpexplain.poe._inputs import POESolverError, as_gradients, as_lambdas, as_values
 from gpexplain.poe._quadratic import QuadraticProblem
 from gpexplain.poe.losses import _losses, objective
 from gpexplain.poe.similarity import as_similarity
@@ -163,7 +163,14 @@ def agg(base, X, gradients, values=None, S=None, S_tilde=None, lambdas=None) -> 
     """
     import cvxpy as cp
 
-    from gpexplain.poe.qcqp import solve_convex
+    from gpexplain.poe.qcqp import (
+        CERTIFIED_RTOL,
+        _convex_terms,
+        lagrangian_problem,
+        primal_value,
+        solve_convex,
+        solve_program,
+    )
 
     X, names = as_feature_matrix(X, "X")
     weights = as_lambdas({"F_grad": 1.0} if lambdas is None else lambdas)
@@ -182,13 +189,31 @@ def agg(base, X, gradients, values=None, S=None, S_tilde=None, lambdas=None) -> 
     alpha = cp.Variable(len(bases))
     combined = sum(alpha[m] * (bases[m] / scale) for m in range(len(bases)))
     stacked = np.stack(bases)
-    program, status = solve_convex(
+    program, status, multipliers = solve_convex(
         problem, combined, lambda: np.tensordot(alpha.value, stacked, axes=1) / scale, scale,
         weights["R_max"], weights["C"], starts=bases,
         extra_constraints=[alpha >= 0, cp.sum(alpha) == 1])
     alpha_value = np.clip(np.asarray(alpha.value), 0.0, None)
     alpha_value /= alpha_value.sum()
     W = sum(a * b for a, b in zip(alpha_value, bases, strict=True))
+    if multipliers is not None:
+        # Certify by weak duality: the Lagrangian's minimum over the simplex (an R_avg
+        # problem, solved to Clarabel's certified tolerance) bounds AGG's optimum from below.
+        scaled = problem.scaled(scale)
+        beta = cp.Variable(len(bases))
+        inner, inner_status = solve_program(
+            cp.sum(_convex_terms(lagrangian_problem(scaled, multipliers),
+                                 sum(beta[m] * (bases[m] / scale) for m in range(len(bases))),
+                                 1.0, weights["C"] / scale)),
+            [beta >= 0, cp.sum(beta) == 1])
+        lower = inner.value - inner_status["tolerance"] * max(1.0, abs(inner.value))
+        primal = primal_value(scaled, W / scale, weights["R_max"], weights["C"] / scale)
+        status["relative_gap"] = max(primal - lower, 0.0) / max(abs(primal), 1e-300)
+        if not status["relative_gap"] <= CERTIFIED_RTOL:
+            raise POESolverError(
+                f"AGG: cvxpy/Clarabel ({status['status']}) returned a combination whose "
+                f"certified relative duality gap is {status['relative_gap']:.3g} > "
+                f"{CERTIFIED_RTOL:g}.")
     check_finite_result("AGG", W)
     property_losses = _losses(W, X, G, f, points, features)
     attribution = Attribution(W, None, X, f.copy() if f is not None else np.zeros(X.shape[0]),

@@ -31,6 +31,8 @@ __all__ = ["solve_convex", "solve_program", "solve_qcqp"]
 # first: a program that stops short of one ("optimal_inaccurate") is re-solved at the next;
 # the tolerance reached is reported, and a failure at 1e-8 (cvxpy's default) is an error.
 _TOLERANCES = (1e-10, 1e-9, 1e-8)
+# R_max solutions are accepted when the weak-duality gap they certify is below this (relative).
+CERTIFIED_RTOL = 1e-7
 # The solver's value and the objective recomputed from its W must agree to this (relative).
 _VALUE_RTOL = 1e-6
 
@@ -89,7 +91,7 @@ def _farthest_pairs(W: np.ndarray, count: int) -> set:
 
 
 def solve_convex(problem: QuadraticProblem, W, value_of, scale: float, r_max: float, l1: float,
-                 starts: list, extra_constraints=()) -> tuple[object, dict]:
+                 starts: list, extra_constraints=()) -> tuple[object, dict, np.ndarray | None]:
     """Minimise the POE objective in the expression W (data divided by ``scale``).
 
     R_max's epigraph ``|w_n - w_n'|^2 <= Delta_n`` is generated lazily: starting from each
@@ -97,7 +99,12 @@ def solve_convex(problem: QuadraticProblem, W, value_of, scale: float, r_max: fl
     point, its farthest partner at the current solution if that pair violates its epigraph
     constraint, until none does. The last program is then a relaxation of the full one whose
     solution is feasible for it, hence optimal for it; and it avoids the N^2 nearly
-    redundant cones that make interior-point solvers stop at "optimal_inaccurate".
+    redundant cones of the full program.
+
+    Returns the program, its status and, with R_max, the Lagrange multipliers of the
+    epigraph as an (n, n) matrix (rows summing to ``r_max``; see ``lagrangian_similarity``):
+    the caller turns them into a certified lower bound. Without R_max the status must be
+    "optimal"; with it "optimal_inaccurate" is passed on, to be certified by that bound.
     """
     import cvxpy as cp
     from scipy.spatial.distance import cdist
@@ -106,7 +113,7 @@ def solve_convex(problem: QuadraticProblem, W, value_of, scale: float, r_max: fl
     n = problem.X.shape[0]
     if not r_max or n < 2:
         program, status = solve_program(cp.sum(terms), list(extra_constraints))
-        return program, {**status, "rounds": 1, "pairs": 0}
+        return program, {**status, "rounds": 1, "pairs": 0}, None
     pairs = set()
     for start in starts:
         pairs |= _farthest_pairs(start / scale, 2)
@@ -115,23 +122,44 @@ def solve_convex(problem: QuadraticProblem, W, value_of, scale: float, r_max: fl
         first, second = (np.array(index) for index in zip(*sorted(pairs), strict=True))
         epigraph = cp.sum(cp.square(W[first, :] - W[second, :]), axis=1) <= delta[first]
         program, status = solve_program(cp.sum([*terms, r_max * cp.sum(delta)]),
-                                        [epigraph, *extra_constraints])
+                                        [epigraph, *extra_constraints], allow_inaccurate=True)
         current = cdist(value_of(), value_of(), "sqeuclidean")
         partner = np.argmax(current, axis=1)
         largest = current[np.arange(n), partner]
-        violated = largest > np.asarray(delta.value) + status["tolerance"] * max(
-            1.0, float(largest.max()))
+        violated = largest > np.asarray(delta.value) + 1e-8 * max(1.0, float(largest.max()))
         new = {(a, int(partner[a])) for a in np.flatnonzero(violated)} - pairs
         if not new:
-            return program, {**status, "rounds": rounds, "pairs": len(pairs)}
+            multipliers = np.zeros((n, n))
+            np.add.at(multipliers, (first, second), np.maximum(epigraph.dual_value, 0.0))
+            return program, {**status, "rounds": rounds, "pairs": len(pairs)}, (
+                lagrangian_similarity(multipliers, r_max, current))
         pairs |= new
     raise POESolverError("R_max constraint generation did not settle in 100 rounds.")
 
 
-def solve_program(objective, constraints) -> tuple[object, dict]:
+def lagrangian_similarity(multipliers: np.ndarray, r_max: float, distances: np.ndarray):
+    """Feasible Lagrange multipliers of the R_max epigraph, as a similarity matrix.
+
+    For multipliers ``mu_nn' >= 0`` with ``sum_n' mu_nn' = r_max`` (stationarity in
+    Delta_n), minimising the Lagrangian over W gives the POE objective with R_max replaced by
+    ``sum_nn' mu_nn' |w_n - w_n'|^2``, an R_avg term with similarity mu: by weak duality its
+    minimum is a lower bound on the R_max program's. Rows are rescaled to sum to r_max (a
+    row without multipliers puts r_max on the point's farthest partner).
+    """
+    totals = multipliers.sum(axis=1)
+    empty = totals <= 0
+    multipliers = multipliers.copy()
+    multipliers[empty, np.argmax(distances[empty], axis=1)] = 1.0
+    totals[empty] = 1.0
+    return multipliers * (r_max / totals)[:, None]
+
+
+def solve_program(objective, constraints, allow_inaccurate: bool = False):
     """Solve with Clarabel at the tightest tolerance it certifies; POESolverError otherwise.
 
-    Returns the solved program and ``{"status", "tolerance", "iterations"}``.
+    Returns the solved program and ``{"status", "tolerance", "iterations"}``. With
+    ``allow_inaccurate``, "optimal_inaccurate" at the loosest tolerance is returned too (the
+    caller certifies the solution itself).
     """
     import cvxpy as cp
 
@@ -150,6 +178,9 @@ def solve_program(objective, constraints) -> tuple[object, dict]:
         if program.status == cp.OPTIMAL:
             return program, {"status": program.status, "tolerance": tolerance,
                              "iterations": program.solver_stats.num_iters}
+    if allow_inaccurate and program.status == cp.OPTIMAL_INACCURATE:
+        return program, {"status": program.status, "tolerance": _TOLERANCES[-1],
+                         "iterations": program.solver_stats.num_iters}
     raise POESolverError(
         f"cvxpy/Clarabel ended with statuses {statuses} at tolerances {list(_TOLERANCES)}, "
         "never 'optimal'; the explanations would be inaccurate."
@@ -178,12 +209,59 @@ def solve_qcqp(problem: QuadraticProblem, r_max: float, l1: float) -> tuple[np.n
 
     scale = problem.data_scale()
     W = cp.Variable(problem.X.shape)
-    program, status = solve_convex(problem, W, lambda: W.value, scale, r_max, l1,
-                                   starts=[problem.G])
-    return scale * np.asarray(W.value), {
+    program, status, multipliers = solve_convex(problem, W, lambda: W.value, scale, r_max, l1,
+                                                starts=[problem.G])
+    solution = np.asarray(W.value)
+    scaled = problem.scaled(scale)
+    primal = primal_value(scaled, solution, r_max, l1 / scale)
+    lower = _dual_bound(scaled, multipliers, l1 / scale)
+    gap = max(primal - lower, 0.0)
+    relative = gap / max(abs(primal), np.finfo(float).tiny)
+    if not relative <= CERTIFIED_RTOL:
+        raise POESolverError(
+            f"cvxpy/Clarabel ({status['status']}) returned a solution whose certified relative "
+            f"duality gap is {relative:.3g} > {CERTIFIED_RTOL:g}; the explanations would be "
+            "inaccurate.")
+    return scale * solution, {
         "method": "cvxpy epigraph QCQP",
         "solver": "CLARABEL",
         **status,
         "solver_value": float(program.value) * scale**2,
+        "duality_gap": gap * scale**2,
+        "relative_gap": relative,
         "scale": scale,
     }
+
+
+def lagrangian_problem(scaled: QuadraticProblem, multipliers: np.ndarray) -> QuadraticProblem:
+    """The quadratic problem whose minimum (plus the L1 term) is the Lagrangian dual value."""
+    n = scaled.X.shape[0]
+    similarity = multipliers + scaled.weights["R_avg"] * scaled.points.symmetric(n)
+    weights = {**scaled.weights, "R_avg": 1.0, "R_max": 0.0, "C": 0.0}
+    return QuadraticProblem(scaled.X, scaled.G, scaled.f, weights,
+                            Similarity(matrix=similarity, description="Lagrangian"),
+                            scaled.features)
+
+
+def primal_value(scaled: QuadraticProblem, W: np.ndarray, r_max: float, l1: float) -> float:
+    from gpexplain.poe.losses import largest_squared_distances
+
+    return (scaled.value(W) + l1 * float(np.sum(np.abs(W)))
+            + r_max * float(np.sum(largest_squared_distances(W))))
+
+
+def _dual_bound(scaled: QuadraticProblem, multipliers: np.ndarray, l1: float) -> float:
+    """Weak-duality lower bound: the certified minimum of the Lagrangian (an R_avg problem).
+
+    ``multipliers`` (rows summing to r_max) replace R_max by an R_avg term with that
+    similarity, added to the problem's own R_avg; the minimum is solved exactly (eigen-
+    decomposition) or by the proximal method, and its own certified error is subtracted.
+    """
+    from gpexplain.poe.proximal import solve_l1
+
+    inner = lagrangian_problem(scaled, multipliers)
+    if l1:
+        W, certificate = solve_l1(inner, l1, tol=1e-12)
+        return inner.value(W) + l1 * float(np.sum(np.abs(W))) - certificate["duality_gap"]
+    W, certificate = inner.solve()
+    return inner.value(W) - (certificate["suboptimality_bound"] or np.inf)
