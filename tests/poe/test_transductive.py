@@ -137,6 +137,10 @@ def test_r_max_matches_cvxpy_written_per_point(problem):
     reference = scale * V.value
     assert result.objective == pytest.approx(scale**2 * program.value, rel=1e-7)
     # strong convexity (F_grad weight 1): |W - W*|^2 <= J(W) - J*
+    # the weak-duality certificate brackets the independent optimum
+    assert result.certificate["relative_gap"] <= 1e-7
+    lower = result.objective - result.certificate["duality_gap"]
+    assert lower <= objective_of(reference, X, G, f, S, S_tilde, weights) * (1 + 1e-9)
     gap = abs(result.objective - objective_of(reference, X, G, f, S, S_tilde, weights))
     assert np.linalg.norm(result.explanations - reference) <= 2 * np.sqrt(gap) + 1e-5 * scale
 
