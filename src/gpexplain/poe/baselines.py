@@ -108,9 +108,11 @@ def lime(f, X, delta: float, n_samples: int = 500, seed=0) -> Attribution:
     """LIME as its authors' code runs it: a local linear fit with an intercept.
 
     ``(w_n, b_n) = argmin sum_s (f(x~_s) - b - w . (x~_s - x_n))^2``,
-    ``x~_s ~ N(x_n, delta^2 I)`` (unweighted least squares; Ribeiro et al. 2016 weight by a
-    kernel of the same width, which the Gaussian sampling already provides). For a linear f
-    it returns f's weights exactly. Compare ``lime_no_intercept``, the paper's equation
+    ``x~_s ~ N(x_n, delta^2 I)``, by ordinary least squares. Ribeiro et al.'s code
+    (``lime``, 2016) also fits an intercept; it additionally weights samples by an
+    exponential kernel and uses a ridge penalty, which are left out here so that locality
+    comes from delta alone, as in the paper's comparison; a linear f is then recovered
+    exactly. Compare ``lime_no_intercept``, the paper's equation
     (Tadesse et al. 2025, Sec. 6.1; ``docs/errata.md``).
 
     Parameters and errors as ``smoothgrad`` (delta > 0, n_samples >= 2); ``n_samples``
