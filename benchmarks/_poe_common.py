@@ -57,12 +57,13 @@ def agg_bases(explanations: dict) -> list[np.ndarray]:
     return bases
 
 
-def quadratic_front_dominates(X, G, point, S=None, tolerance=1e-9):
-    """Is (F_grad, R_avg) = point dominated by POE's exact F_grad-R_avg front?
+def quadratic_front(X, G, point, S=None, tolerance=1e-9) -> tuple[bool, float]:
+    """Is (F_grad, R_avg) = point dominated by POE's exact F_grad-R_avg front, and by how much?
 
     The front is {(F(mu), R(mu))}: POE with lambdas (1, mu); R decreases and F increases in mu.
     Bisection in log mu finds R(mu) = R_point; the point is dominated iff F(mu) < F_point
-    (relative tolerance), or if R_point > R(0) and F_point >= 0 = F(0).
+    (relative tolerance), or if R_point > R(0) and F_point >= 0 = F(0). Returns that and
+    F(mu) (the front's faithfulness loss at the point's robustness loss).
     """
     f_point, r_point = point
 
@@ -72,7 +73,8 @@ def quadratic_front_dominates(X, G, point, S=None, tolerance=1e-9):
 
     r_zero = gx.poe.losses(G, X, G, S=S)["R_avg"]
     if r_point >= r_zero:
-        return bool(f_point > tolerance * max(1.0, r_zero) or r_point > r_zero * (1 + tolerance))
+        dominated = f_point > tolerance * max(1.0, r_zero) or r_point > r_zero * (1 + tolerance)
+        return bool(dominated), 0.0
     low, high = -20.0, 20.0  # log10 mu
     for _ in range(100):
         middle = 0.5 * (low + high)
@@ -84,7 +86,7 @@ def quadratic_front_dominates(X, G, point, S=None, tolerance=1e-9):
         if high - low < 1e-10:
             break
     f_front, _ = solve(10**high)  # R(10**high) <= r_point
-    return bool(f_front < f_point * (1 - tolerance))
+    return bool(f_front < f_point * (1 - tolerance)), float(f_front)
 
 
 def grid_dominated(front: np.ndarray, point, tolerance=1e-9) -> bool:
