@@ -235,7 +235,11 @@ class InductivePOE:
         ``local_inducing_points(...)`` spec: points drawn around each query ("local", or
         "global + local"), with Appendix G's importance weights.
     domain_volume : float, optional
-        |Omega| for global points (default: the volume of their bounding box).
+        |Omega| for global points (default: the volume of their bounding box). The
+        faithfulness term integrates over Omega while the robustness term (an RKHS norm) does
+        not, so lR / lF is a weight *per unit volume* of the inputs: for a domain whose volume
+        is far from 1 (e.g. standardised inputs in many dimensions) scale the weights with
+        |Omega|, or fix ``noise_variance``.
     feature_kernel : array-like (n_features, n_features), optional
         Positive definite K~ whose negative precision is the feature similarity; required
         when ``lambdas["S"] > 0``.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpexplain._validation import as_feature_matrix
+from gpexplain._validation import as_feature_matrix, check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.poe._inputs import PROPERTIES, as_gradients, as_values
 from gpexplain.poe.losses import _losses
@@ -135,6 +135,7 @@ def mofae(
                        ("n_gen", int(generations)), seed=seed, verbose=False)
     genomes = np.atleast_2d(outcome.X)
     losses = np.atleast_2d(outcome.F)
+    check_finite_result("MOFAE", genomes, losses)
     prediction = f.copy() if f is not None else np.zeros(X.shape[0])
     explanations = [
         Attribution(g.reshape(shape), None, X, prediction, None, None, names,
