@@ -187,6 +187,10 @@ def test_bad_lambdas_and_degenerate_objectives_raise(problem):
         gx.poe.transductive(X, G, S=S, lambdas={"R_avg": 1})
     with pytest.raises(ValueError, match="every property weight"):
         gx.poe.transductive(X, G, lambdas={"F_grad": 0})
+    with pytest.raises(ValueError, match="max_iter must be"):
+        gx.poe.transductive(X, G, max_iter=0)
+    with pytest.raises(ValueError, match="tol must lie"):
+        gx.poe.transductive(X, G, tol=2.0)
 
 
 def test_an_unfinished_solve_is_an_error_not_a_result(problem):

@@ -235,6 +235,8 @@ def negative_precision(
         raise ValueError("kernel_matrix must be symmetric.")
     if not np.isfinite(jitter) or jitter < 0:
         raise ValueError(f"jitter must be finite and >= 0, got {jitter!r}.")
+    if not max_condition > 1:
+        raise ValueError(f"max_condition must be a number > 1, got {max_condition!r}.")
     added = float(jitter) * float(np.mean(np.diag(K)))
     values, vectors = np.linalg.eigh(0.5 * (K + K.T) + added * np.eye(K.shape[0]))
     if values[0] <= 0:

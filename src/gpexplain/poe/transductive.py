@@ -123,8 +123,10 @@ def transductive(
     f = None if values is None else as_values(values, X.shape[0])
     if weights["F_func"] and f is None:
         raise ValueError("lambdas['F_func'] > 0 needs values (f at each explained point).")
-    if not (np.isfinite(tol) and 0 < tol < 1):
+    if not (isinstance(tol, int | float) and np.isfinite(tol) and 0 < tol < 1):
         raise ValueError(f"tol must lie in (0, 1), got {tol!r}.")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int | np.integer) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}.")
     points = as_similarity(S, X.shape[0], "S")
     features = as_similarity(S_tilde, X.shape[1], "S_tilde")
     problem = QuadraticProblem(X, G, f, weights, points, features)
