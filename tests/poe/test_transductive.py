@@ -197,3 +197,18 @@ def test_an_unfinished_solve_is_an_error_not_a_result(problem):
     X, G, f, S, S_tilde = problem
     with pytest.raises(gx.poe.POESolverError, match="duality gap"):
         gx.poe.transductive(X, G, S=S, lambdas={"F_grad": 0.01, "R_avg": 5, "C": 1}, max_iter=20)
+
+
+def test_indefinite_similarities_are_refused_not_solved(problem):
+    X, G, f, _, _ = problem
+    negative = -np.ones((9, 9))  # a Laplacian with eigenvalue -9 on non-constant vectors
+    with pytest.raises(ValueError, match="no unique minimiser"):
+        gx.poe.transductive(X, G, S=negative, lambdas={"F_grad": 0.1, "R_avg": 1.0})
+    with pytest.raises(ValueError, match="negative eigenvalue"):
+        gx.poe.transductive(X, G, S=negative,
+                            lambdas={"F_grad": 1.0, "R_avg": 1e-3, "R_max": 0.1})
+    # a mildly negative similarity that keeps the objective strictly convex is solved
+    result = gx.poe.transductive(X, G, S=negative, lambdas={"F_grad": 1.0, "R_avg": 1e-3})
+    H = dense_objective_matrix(X, {"F_grad": 1.0, "R_avg": 1e-3}, negative, np.ones((3, 3)))
+    want = np.linalg.solve(H, dense_rhs(X, G, f, {"F_grad": 1.0})).reshape(X.shape)
+    assert np.allclose(result.explanations, want, atol=100 * np.linalg.cond(H) * EPS * 10)
