@@ -165,22 +165,24 @@ class _Posterior:
                 f"jitter {model.jitter:g}; increase jitter or remove duplicate points."
             )
         self.e, self.condition_number = e, float(e[-1] / e[0])
-        self.precision = precision
         rotated = gradients @ model.V_
         self.channels = []
         alphas, gammas = [], []
+        factored = {}  # channels with equal beta (all of them without smoothness) share one
         for j, beta in enumerate(model.betas_):
-            prior = (self.U * (e / (model.rho_ + beta * e))) @ self.U.T
-            factor = cho_factor(prior + np.diag(1.0 / precision), lower=True)
+            if beta not in factored:
+                prior = (self.U * (e / (model.rho_ + beta * e))) @ self.U.T
+                factor = cho_factor(prior + np.diag(1.0 / precision), lower=True)
+                factored[beta] = (prior, factor, cho_solve(factor, np.ones(Z.shape[0])))
+            prior, factor, ones_solved = factored[beta]
             alphas.append(cho_solve(factor, rotated[:, j]))
-            gammas.append(cho_solve(factor, np.ones(Z.shape[0])))
+            gammas.append(ones_solved)
             self.channels.append((beta, prior, factor))
         c = model.c_
         self.psi = sum(c[j] ** 2 * gammas[j].sum() for j in range(len(c)))
         self.psi += 1.0 / model.mean_prior_variance
         self.mu = sum(c[j] * alphas[j].sum() for j in range(len(c))) / self.psi
         self.omegas = [alphas[j] - self.mu * c[j] * gammas[j] for j in range(len(c))]
-        self.gammas = gammas
 
     def at_inducing_points(self) -> np.ndarray:
         """Posterior mean at the inducing points, (N, D)."""
