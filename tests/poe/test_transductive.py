@@ -45,6 +45,7 @@ def test_quadratic_solution_solves_the_dense_normal_equations(problem, weights):
     assert np.linalg.norm(result.explanations - want) <= tolerance
     assert result.objective == pytest.approx(objective_of(want, X, G, f, S, S_tilde, weights))
     assert result.certificate["relative_residual"] <= 1e-11
+    assert result.certificate["status"] == "optimal"
 
 
 @pytest.mark.parametrize("weights", QUADRATIC_MIXES)

@@ -249,6 +249,8 @@ class QuadraticProblem:
         bounded = smallest > 0
         return {
             "method": method,
+            # a residual above tolerance raises before a result is returned
+            "status": "optimal",
             "iterations": int(iterations),
             "residual_norm": norm,
             "relative_residual": norm / scale,

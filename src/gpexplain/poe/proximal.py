@@ -105,6 +105,7 @@ def solve_l1(
     strong = smallest if smallest > 0 else None
     return scale * W, {
         "method": "FISTA with adaptive restart",
+        "status": "optimal",  # a gap above tol raises before a result is returned
         "iterations": iteration,
         "duality_gap": gap * scale**2,
         "relative_gap": relative,
