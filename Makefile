@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first and pinned, so that nothing later can pull the CUDA build.
 	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,bench]"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,bench,poe]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -24,7 +24,8 @@ test: $(STAMP) lint
 
 # Every benchmark in sequence (each writes benchmarks/results/<name>.json); about an hour.
 BENCHMARKS := ig_exact_vs_numerical quadrature_rules random_features_convergence sparse_scaling \
-	boston_svgp shapley_speed feature_selection oak_accuracy gpx_accuracy gpx_explanations gpx_time
+	boston_svgp shapley_speed feature_selection oak_accuracy gpx_accuracy gpx_explanations gpx_time \
+	poe_fronts poe_inductive poe_speed
 # The real data sets live outside the repository; override GPEXPLAIN_DATA_DIR to use another copy.
 GPEXPLAIN_DATA_DIR ?= $(abspath ../shared/data)
 export GPEXPLAIN_DATA_DIR

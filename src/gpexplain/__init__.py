@@ -1,6 +1,6 @@
 """gpexplain: exact, uncertainty-aware explanations of Gaussian-process models."""
 
-from gpexplain import datasets, kernels, metrics, plot
+from gpexplain import datasets, kernels, metrics, plot, poe
 from gpexplain.attribution import Attribution
 from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
 from gpexplain.global_attribution import GlobalShapleyValues
@@ -45,6 +45,7 @@ __all__ = [
     "measures",
     "metrics",
     "plot",
+    "poe",
     "shapley_values",
 ]
 __version__ = "0.2.0"

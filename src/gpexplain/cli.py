@@ -539,6 +539,30 @@ def demo(
     _run(frame, f"bundled:{dataset}", str(y.name), "0:20", "mean", choice, out, True)
 
 
+@app.command(name="poe")
+def poe_command(
+    data: Annotated[str, typer.Argument(metavar="DATA", help="CSV or Parquet file.")],
+    target: Annotated[str, typer.Option(help="Name of the target column.")],
+    lambda_: Annotated[
+        list[str] | None,
+        typer.Option("--lambda", help="Property weight NAME=VALUE (F_grad, F_func, R_avg, "
+                     "R_max, S, C); repeat for a mix. Default F_grad=1."),
+    ] = None,
+    rows: RowsOption = "0:20",
+    similarity: Annotated[str, typer.Option(help="Similarity between rows for R_avg: "
+                                            "uniform, gaussian or knn.")] = "uniform",
+    lengthscale: Annotated[float | None, typer.Option(help="Lengthscale of --similarity "
+                                                      "gaussian, in units of X.")] = None,
+    k: Annotated[int, typer.Option(help="Neighbours of --similarity knn.")] = 5,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("gpexplain-poe"),
+    seed: SeedOption = 0,
+) -> None:
+    """Fit a GP to DATA and explain rows with property-optimised explanations (POE)."""
+    from gpexplain._cli_poe import run
+
+    run(data, target, lambda_ or [], rows, similarity, lengthscale, k, out, seed)
+
+
 @app.command()
 def datasets() -> None:
     """List the bundled data sets."""

@@ -41,7 +41,7 @@ import numpy as np
 from gpexplain._validation import as_feature_matrix, check_finite_result, to_numpy
 from gpexplain.attribution import Attribution
 
-__all__ = ["completeness", "faithfulness", "stability", "sufficiency"]
+__all__ = ["completeness", "faithfulness", "property_losses", "stability", "sufficiency"]
 
 # A vector whose spread is below this fraction of its largest magnitude is constant up to
 # rounding (e.g. f(x) - f(x_-l) for a model that ignores every feature): its Pearson
@@ -447,3 +447,41 @@ def completeness(predict, explainer, X, reference=None, *, remove=None) -> np.nd
     gap = phi.sum(axis=1) - (original - at_reference)
     check_finite_result("completeness", gap)
     return gap
+
+
+def property_losses(attribution, gradients, values=None, S=None, S_tilde=None) -> dict:
+    """The six explanation properties of Tadesse et al. (2025, Table 2) of any ``Attribution``.
+
+    Faithfulness (``F_grad``, ``F_func``), robustness (``R_avg``, ``R_max``), smoothness
+    (``S``) and complexity (``C``) of the explanations ``attribution.mean`` at the points
+    ``attribution.X``; lower is better for all six. See ``gpexplain.poe.losses`` for the
+    definitions.
+
+    Parameters
+    ----------
+    attribution : Attribution
+        Any explainer's result (integrated gradients, SmoothGrad, POE, ...).
+    gradients : array-like (n_points, n_features)
+        ``grad f`` at ``attribution.X`` (e.g. ``gx.gradients(model, X, return_cov=False).mean``).
+    values : array-like (n_points,), optional
+        ``f`` at ``attribution.X``, for ``F_func`` (None without it).
+    S, S_tilde : similarities between points and between features (default uniform 1).
+
+    Returns
+    -------
+    dict ``{"F_grad", "F_func", "R_avg", "R_max", "S", "C"}`` -> float.
+
+    Raises
+    ------
+    TypeError
+        ``attribution`` is not an ``Attribution``.
+    ValueError
+        Shapes that do not match ``attribution.X``.
+    """
+    from gpexplain.poe.losses import losses
+
+    if not isinstance(attribution, Attribution):
+        raise TypeError(
+            f"attribution must be a gx.Attribution, got {type(attribution).__name__}."
+        )
+    return losses(attribution.mean, attribution.X, gradients, values, S, S_tilde)

@@ -1,0 +1,260 @@
+"""The quadratic part of the transductive POE objective and its exact solution.
+
+With F_grad, F_func, R_avg and S (Tadesse et al. 2025, Table 2 d-f, h) the objective is
+
+    Q(W) = lF |W - G|^2 + lFf sum_n (w_n . x_n - f_n)^2 + lR R_avg(W) + lS S(W)
+         = <W, A(W)> - 2 <B, W> + c
+
+with ``R_avg = 2 tr(W^T Lap(S) W)``, ``S = 2 tr(W Lap(S~) W^T)`` and
+
+    A(W) = lF W + lFf diag(W x) X + 2 lR Lap(S) W + 2 lS W Lap(S~)
+    B    = lF G + lFf diag(f) X,          c = lF |G|^2 + lFf |f|^2.
+
+The normal equations ``A(W) = B`` (``docs/errata.md``) are a Sylvester equation when
+lFf = 0: in the eigenbases ``Lap(S) = U a U^T`` and ``Lap(S~) = V b V^T`` it is diagonal,
+``W = U [(U^T B V) / (lF + 2 lR a_i + 2 lS b_j)] V^T``; O(N D) for the uniform similarity,
+O(N^3 + N^2 D) otherwise. F_func couples the features of each point; the system is then
+solved by conjugate gradients preconditioned with that Sylvester solve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpexplain.poe._inputs import POESolverError
+from gpexplain.poe.similarity import Similarity
+
+# A denominator lF + 2 lR a_i + 2 lS b_j below this fraction of the largest one makes the
+# operator singular to working precision: the minimiser is not unique (or does not exist).
+_SINGULAR_RTOL = 1e-13
+
+
+@dataclass
+class QuadraticProblem:
+    """Data of the quadratic part of a transductive POE objective (validated inputs)."""
+
+    X: np.ndarray
+    G: np.ndarray
+    f: np.ndarray | None
+    weights: dict[str, float]
+    points: Similarity
+    features: Similarity
+    _point_spectrum: tuple = field(init=False, repr=False)
+    _feature_spectrum: tuple = field(init=False, repr=False)
+
+    def __post_init__(self):
+        n, d = self.X.shape
+        self._point_spectrum = self.points.spectrum(n) if self.weights["R_avg"] else None
+        self._feature_spectrum = self.features.spectrum(d) if self.weights["S"] else None
+
+    # -- the operator ---------------------------------------------------------------------
+    @property
+    def uses_function(self) -> bool:
+        return self.weights["F_func"] > 0.0
+
+    def rhs(self) -> np.ndarray:
+        B = self.weights["F_grad"] * self.G
+        if self.uses_function:
+            B = B + self.weights["F_func"] * self.f[:, None] * self.X
+        return B
+
+    def constant(self) -> float:
+        c = self.weights["F_grad"] * float(np.sum(self.G**2))
+        if self.uses_function:
+            c += self.weights["F_func"] * float(np.sum(self.f**2))
+        return c
+
+    def apply(self, W: np.ndarray) -> np.ndarray:
+        """``A(W)``."""
+        out = self.weights["F_grad"] * W
+        if self.uses_function:
+            out = out + self.weights["F_func"] * np.sum(W * self.X, axis=1)[:, None] * self.X
+        if self.weights["R_avg"]:
+            out = out + 2.0 * self.weights["R_avg"] * self._laplacian_points(W)
+        if self.weights["S"]:
+            out = out + 2.0 * self.weights["S"] * self._laplacian_features(W)
+        return out
+
+    def value(self, W: np.ndarray) -> float:
+        """``Q(W) = <W, A W> - 2 <B, W> + c``."""
+        return float(np.sum(W * self.apply(W)) - 2.0 * np.sum(self.rhs() * W) + self.constant())
+
+    def _laplacian_points(self, W):
+        if self.points.is_uniform:
+            return self.points.value * W.shape[0] * (W - W.mean(axis=0))
+        return self.points.laplacian(W.shape[0]) @ W
+
+    def _laplacian_features(self, W):
+        if self.features.is_uniform:
+            return self.features.value * W.shape[1] * (W - W.mean(axis=1, keepdims=True))
+        return W @ self.features.laplacian(W.shape[1])
+
+    # -- the Sylvester part ---------------------------------------------------------------
+    def denominators(self, shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """Eigenvalues of ``A`` without F_func, over (point, feature) eigenpairs, + shift."""
+        lF = self.weights["F_grad"] + shift
+        a = (2.0 * self.weights["R_avg"] * self._point_spectrum[0]
+             if self._point_spectrum is not None else np.zeros(1))
+        b = (2.0 * self.weights["S"] * self._feature_spectrum[0]
+             if self._feature_spectrum is not None else np.zeros(1))
+        return lF + a[:, None] + b[None, :], (a, b)
+
+    def smallest_eigenvalue_without_function(self) -> float:
+        values, _ = self.denominators()
+        return float(values.min())
+
+    def sylvester_solve(self, C: np.ndarray, shift: float = 0.0) -> np.ndarray:
+        """Solve ``(A without F_func + shift I)(W) = C`` exactly through the eigenbases.
+
+        Raises ValueError when the operator is singular or indefinite (no unique minimiser).
+        """
+        values, _ = self.denominators(shift)
+        if values.min() <= _SINGULAR_RTOL * max(values.max(), np.finfo(float).tiny):
+            raise ValueError(
+                "the objective has no unique minimiser: its quadratic part is singular or "
+                f"indefinite (smallest eigenvalue {values.min():.3g}). Give F_grad a weight > 0, "
+                "or use similarities whose Laplacians are positive semi-definite."
+            )
+        C = self._to_feature_basis(C)
+        C = self._to_point_basis(C, values)
+        return self._from_feature_basis(C)
+
+    def _to_feature_basis(self, C):
+        if self._feature_spectrum is None:
+            return C
+        if self.features.is_uniform:
+            mean = C.mean(axis=1, keepdims=True)
+            return np.concatenate([mean, C - mean], axis=1)  # (n, 1 + d): mean, deviations
+        return C @ self._feature_spectrum[1]
+
+    def _from_feature_basis(self, C):
+        if self._feature_spectrum is None:
+            return C
+        if self.features.is_uniform:
+            return C[:, :1] + C[:, 1:]
+        return C @ self._feature_spectrum[1].T
+
+    def _feature_index(self, n_columns: int) -> np.ndarray:
+        """Which eigenvalue of the feature spectrum each column of the rotated C carries."""
+        if self._feature_spectrum is None:
+            return np.zeros(n_columns, dtype=int)
+        if self.features.is_uniform:
+            return np.r_[0, np.ones(n_columns - 1, dtype=int)]
+        return np.arange(n_columns)
+
+    def _to_point_basis(self, C, values):
+        columns = self._feature_index(C.shape[1])
+        if self._point_spectrum is None:
+            return C / values[0, columns]
+        if self.points.is_uniform:
+            mean = C.mean(axis=0, keepdims=True)
+            return mean / values[0, columns] + (C - mean) / values[1, columns]
+        U = self._point_spectrum[1]
+        return U @ ((U.T @ C) / values[:, columns])
+
+    # -- the full solve -------------------------------------------------------------------
+    def solve(self, rtol: float = 1e-12, maxiter: int = 10_000) -> tuple[np.ndarray, dict]:
+        """Minimise Q exactly; returns W and a certificate (residual, error bound).
+
+        Raises
+        ------
+        ValueError
+            No unique minimiser.
+        POESolverError
+            Conjugate gradients did not reach ``rtol`` (relative residual) in ``maxiter``.
+        """
+        return self.solve_rhs(self.rhs(), rtol, maxiter)
+
+    def solve_rhs(self, B: np.ndarray, rtol: float = 1e-12, maxiter: int = 10_000):
+        """Solve ``A(W) = B`` for any right-hand side; returns W and its certificate."""
+        if not self.uses_function:
+            W = self.sylvester_solve(B)
+            return W, self._certificate(W, B, "eigendecomposition", 0)
+        return self._conjugate_gradients(B, rtol, maxiter)
+
+    def largest_eigenvalue_bound(self) -> float:
+        """An upper bound on the largest eigenvalue of ``A`` (F_func adds at most
+        ``lFf max_n |x_n|^2``)."""
+        values, _ = self.denominators()
+        bound = float(values.max())
+        if self.uses_function:
+            bound += self.weights["F_func"] * float(np.max(np.sum(self.X**2, axis=1)))
+        return bound
+
+    def data_scale(self) -> float:
+        """``max |G|`` (and ``max |f|`` with F_func): convex solvers work on the data divided
+        by it (``docs/errata.md``, rescale first); 1 for all-zero data."""
+        scale = float(np.max(np.abs(self.G)))
+        if self.uses_function:
+            scale = max(scale, float(np.max(np.abs(self.f))))
+        return scale if scale > 0 else 1.0
+
+    def scaled(self, factor: float) -> QuadraticProblem:
+        """The same problem with G and f divided by ``factor`` (its minimiser is W* / factor)."""
+        return QuadraticProblem(
+            self.X, self.G / factor, None if self.f is None else self.f / factor,
+            self.weights, self.points, self.features,
+        )
+
+    def _conjugate_gradients(self, B, rtol, maxiter):
+        from scipy.sparse.linalg import LinearOperator, cg
+
+        n, d = self.X.shape
+        base = self.smallest_eigenvalue_without_function()
+        # Without F_grad the Sylvester part is singular on the constant explanations; a shift
+        # of the size of the F_func curvature keeps the preconditioner SPD (only its speed
+        # depends on it, not the solution).
+        shift = 0.0 if base > 0 else self.weights["F_func"] * float(np.mean(self.X**2))
+        if base <= 0 and shift == 0.0:
+            raise ValueError("the objective has no unique minimiser (F_func at x = 0 only).")
+        operator = LinearOperator(
+            (n * d, n * d), matvec=lambda v: self.apply(v.reshape(n, d)).ravel(), dtype=float
+        )
+        preconditioner = LinearOperator(
+            (n * d, n * d),
+            matvec=lambda v: self.sylvester_solve(v.reshape(n, d), shift).ravel(),
+            dtype=float,
+        )
+        start = self.sylvester_solve(B, shift)
+        iterations = [0]
+
+        def count(_):
+            iterations[0] += 1
+
+        vector, _ = cg(operator, B.ravel(), x0=start.ravel(), rtol=rtol, atol=0.0,
+                       maxiter=maxiter, M=preconditioner, callback=count)
+        W = vector.reshape(n, d)
+        certificate = self._certificate(W, B, "preconditioned conjugate gradients", iterations[0])
+        if not certificate["relative_residual"] <= 10 * rtol:
+            raise POESolverError(
+                f"conjugate gradients stopped at relative residual "
+                f"{certificate['relative_residual']:.3g} > {rtol:g} after {iterations[0]} "
+                "iterations; the objective may be unbounded (indefinite similarities)."
+            )
+        return W, certificate
+
+    def _certificate(self, W, B, method, iterations) -> dict:
+        """Residual of the normal equations and what it certifies.
+
+        ``Q(W) - min Q = r^T A^{-1} r <= |r|^2 / lambda_min(A)`` and
+        ``|W - W*| <= |r| / lambda_min(A)``, with ``lambda_min(A) >=`` the smallest eigenvalue
+        of the Sylvester part (F_func only adds a positive semi-definite term).
+        """
+        residual = B - self.apply(W)
+        norm = float(np.linalg.norm(residual))
+        scale = max(float(np.linalg.norm(B)), np.finfo(float).tiny)
+        smallest = self.smallest_eigenvalue_without_function()
+        bounded = smallest > 0
+        return {
+            "method": method,
+            # a residual above tolerance raises before a result is returned
+            "status": "optimal",
+            "iterations": int(iterations),
+            "residual_norm": norm,
+            "relative_residual": norm / scale,
+            "smallest_eigenvalue_bound": smallest if bounded else None,
+            "error_bound": norm / smallest if bounded else None,
+            "suboptimality_bound": norm**2 / smallest if bounded else None,
+        }
