@@ -8,7 +8,7 @@ from __future__ import annotations
 from _common import data_path
 
 
-# -- real data sets ($GPEXPLAIN_DATA_DIR, see its README for provenance) ----------------------------
+# -- real data sets ($GPEXPLAIN_DATA_DIR, see its README for provenance) -------------------------
 def load_auto_mpg():
     """Auto MPG as in the additive-GP literature: ``autompg.mat``, 392 complete rows.
 
