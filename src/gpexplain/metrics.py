@@ -13,7 +13,7 @@ as ``predict(X, Z)`` and ``explainer(X, Z)``, and attributions are over the colu
 *last* array. With a single matrix, ``x`` and ``z`` are the same thing.
 
 Yoshikawa and Iwata (Sec. 5.2) leave the metrics under-specified; the choices made here
-(see ``../shared/papers/ERRATA.md``, section 002) are stated in each docstring:
+(see ``docs/errata.md``) are stated in each docstring:
 
 * **Removing a feature** replaces it by a reference value, by default in *every* input array
   (so in ``x`` as well as in ``z``: removing it from ``z`` alone leaves GPX's weights
@@ -214,7 +214,7 @@ def faithfulness(predict, explainer, X, reference=None, *, remove=None) -> np.nd
     ``delta(x)`` (Alvarez-Melis and Jaakkola 2018; Bhatt et al. 2020; Yoshikawa and Iwata
     2021, Sec. 5.2, Table 2). Higher is better; the score lies in [-1, 1].
 
-    Choices where the papers are silent (ERRATA 002):
+    Choices where the papers are silent (docs/errata.md):
 
     * removing feature ``l`` replaces it by ``reference[l]`` in *every* input array: for GPX
       in ``x`` (the kernel input) as well as in ``z`` (otherwise GPX's weights do not move and

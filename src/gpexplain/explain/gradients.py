@@ -8,7 +8,7 @@ under the GP posterior it is Gaussian, with
     Cov[d_i f(x), d_j f(x)]   = d_i d'_j k(x, x') |_{x'=x}  -  (d_i k(x, Z)) Q (d_j k(x, Z))^T
 
 (the generic formula of the explanation driver, ``gpexplain.explain._driver``). As corrected
-in ERRATA, the prior term is the derivative kernel, not k, and the cross term is the
+in docs/errata.md, the prior term is the derivative kernel, not k, and the cross term is the
 derivative in the query argument. The functional and its schemes per kernel type are
 ``gpexplain.functionals.gradient.Gradient``; this module validates the arguments.
 
@@ -43,7 +43,7 @@ def gradients(
     """Posterior of the input gradient of a GP regression model, with its full covariance.
 
     For each query point x this returns the Gaussian posterior of the gradient of the latent
-    function, ``grad f(x) | data`` (Seitz 2022, eq. 20, with the ERRATA corrections):
+    function, ``grad f(x) | data`` (Seitz 2022, eq. 20, with the docs/errata.md corrections):
 
         mean[p, i]   = d/dx_i m(x_p)
         cov[p, i, j] = Cov[d_i f(x_p), d_j f(x_p)]

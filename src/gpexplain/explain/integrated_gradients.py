@@ -6,7 +6,7 @@ is a linear functional of f, so under the GP posterior it is Gaussian. Its mean 
 feature-by-feature covariance follow from the generic formula of the explanation driver
 (``gpexplain.explain._driver``) once the functional (``gpexplain.functionals.
 integrated_gradient``) supplies the cross term ``A[i, n] = attr_i k(., z_n)`` and the prior
-term ``P[i, j]`` (closed form for the squared exponential, corrected as in ERRATA;
+term ``P[i, j]`` (closed form for the squared exponential, corrected as in docs/errata.md;
 quadrature with autograd for any other kernel, chosen automatically). A baseline
 distribution (several baselines) gives the expected attribution, again one linear functional
 of f. This module resolves baselines and validates the arguments.
@@ -117,7 +117,7 @@ def integrated_gradients(
     """Integrated-gradient attributions of a GP regression posterior, with uncertainty.
 
     Implements Butler et al., Corollary 1 (eqs. 29-30), with the ARD-SE closed form of
-    Sec. 4.1 in the corrected, numerically safe form of ERRATA, extended from per-feature
+    Sec. 4.1 in the corrected, numerically safe form of docs/errata.md, extended from per-feature
     variances to the full covariance across features:
 
         mean[p, i]   = sum_n A[p, i, n] a_n

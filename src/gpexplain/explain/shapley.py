@@ -1,7 +1,8 @@
 """Exact Shapley values of orthogonal additive GPs: local (with uncertainty) and global.
 
-Paper 004 (*Exact Shapley value for local and global explanation of additive Gaussian processes*)
-with the ERRATA 004 corrections. For a GP with the orthogonal additive kernel
+*Exact Shapley value for local and global explanation of additive Gaussian processes*
+(anonymous authors, under double-blind review, 2024)
+with the docs/errata.md corrections. For a GP with the orthogonal additive kernel
 ``k = sum_q sigma_q^2 e_q(kt_1, ..., kt_d)`` (``gx.kernels.OrthogonalAdditive``) the latent
 function splits into independent functional-ANOVA components ``f = f_0 + sum_{S != {}} f_S`` that
 integrate to zero under the kernel's product measure ``p = prod_i p_i``. Hence
@@ -45,8 +46,9 @@ def shapley_values(
 ) -> Attribution:
     """Exact local Shapley values of an orthogonal additive GP, with their posterior covariance.
 
-    Implements paper 004, Lemma 1 / eq. 9 (the Shapley values of the marginal game under the
-    kernel's product measure, ERRATA 004), extended to the full posterior::
+    Implements the additive-Shapley paper, Lemma 1 / eq. 9 (the Shapley values of the marginal game
+    under the
+    kernel's product measure, docs/errata.md), extended to the full posterior::
 
         mean[p, i]   = sum_n A[p, i, n] a_n
         cov[p, i, j] = P[p, i, j] - A[p, i, :] Q A[p, j, :]^T
@@ -93,7 +95,8 @@ def shapley_values(
 def global_shapley_values(model_or_posterior, *, chunk_size: int | None = None):
     """Exact global Shapley effects of the posterior mean of an orthogonal additive GP.
 
-    Paper 004, Theorem 1 (product measure, ERRATA 004): the variance of the posterior mean
+    The additive-Shapley paper, Theorem 1 (product measure, docs/errata.md): the variance of the
+    posterior mean
     ``m(x) = m0 + k(x, Z) a`` over ``x ~ p`` (the kernel's measure) decomposes over the ANOVA
     components, ``Var_p m = sum_{S != {}} sigma_|S|^4 a^T (Hadamard_{l in S} M_l) a`` with
     ``M_l[n, k] = E_{s ~ p_l}[kt_l(s, z_nl) kt_l(s, z_kl)]``, and the Shapley effect of feature i

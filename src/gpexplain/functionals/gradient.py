@@ -4,7 +4,7 @@ Seitz, *Gradient-based explanations for Gaussian process regression and classifi
 models* (2022), Sec. 4, eqs. 15-20: the input gradient ``L_i f = d_i f(x)`` is a linear
 functional of f, with cross term ``d_i k(x, z_n)`` (derivative in the query argument) and
 prior term ``d_i d'_j k(x, x')`` at ``x = x'`` (the derivative kernel, not k; both as
-corrected in ERRATA). Gradient x input (Shrikumar et al. 2016; Seitz 2022, eq. 10) is the
+corrected in docs/errata.md). Gradient x input (Shrikumar et al. 2016; Seitz 2022, eq. 10) is the
 functional ``w_i d_i f(x)`` with ``w = x`` (or ``x - baseline``): the schemes evaluate the
 gradient, and the driver weighs its moments by ``w`` (``output_weights``): mean ``w_i m_i``,
 covariance ``w_i w_j C_ij``.

@@ -9,7 +9,7 @@ Gauss-Legendre quadrature for every kernel (``path_pair_prior``).
 
 Schemes, chosen once per kernel when the functional is bound:
 
-* ``ClosedFormPath``: ``gx.kernels.RBF`` (Sec. 4.1, ERRATA-corrected safe form) and
+* ``ClosedFormPath``: ``gx.kernels.RBF`` (Sec. 4.1, corrected, docs/errata.md safe form) and
   ``gx.kernels.RandomFeatureKernel`` (Sec. 4.2); the math lives in the kernel classes;
 * ``StationaryQuadrature``: GPyTorch kernels built from squared-exponential, Matern 3/2 and
   5/2 and rational-quadratic pieces (``gpexplain.kernels.stationary.radial_leaves``) with the

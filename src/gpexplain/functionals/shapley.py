@@ -1,7 +1,8 @@
 """Local Shapley values of an orthogonal additive GP, a linear functional of f.
 
 Lu, Boukouvalas and Hensman, *Additive Gaussian processes revisited* (2022), and the exact
-Shapley values of additive GPs (paper 004, Lemma 1 / eq. 9, with the ERRATA 004 corrections):
+Shapley values of additive GPs (the additive-Shapley paper, Lemma 1 / eq. 9, with the
+docs/errata.md corrections):
 for the orthogonal additive kernel ``k = sum_q sigma_q^2 e_q(kt_1, ..., kt_d)``
 (``gx.kernels.OrthogonalAdditive``) f splits into independent functional-ANOVA components
 ``f = f_0 + sum_{S != {}} f_S`` that integrate to zero under the kernel's product measure, and

@@ -1,7 +1,7 @@
 """Numerically safe one-dimensional Gaussian integrals used by the squared-exponential functionals.
 
 The printed closed forms of Butler et al. (2024, Sec. 4.1 / App. B) overflow near the baseline
-and cancel in the tails (see ``shared/papers/ERRATA.md``). The forms here never exponentiate a
+and cancel in the tails (see ``docs/errata.md``). The forms here never exponentiate a
 large positive number, never subtract two nearly equal erf values and never divide by a
 vanishing distance: each regime has its own stable evaluation.
 """

@@ -1,7 +1,8 @@
 """Input derivatives of kernels: the functionals behind gradient explanations (derivative process).
 
 For f ~ GP(m0, k), the input gradient of f is again Gaussian (Seitz 2022, Sec. 4, eqs. 15-17,
-with the ERRATA correction that the cross-covariance is the derivative in the *query* argument
+with the docs/errata.md correction that the cross-covariance is the derivative in the *query*
+argument
 and the prior term is the derivative kernel, not k). The explanations need two kernel pieces:
 
     cross[p, i, n] = d/dx_i k(x, z_n)              at x = x_p            (p, d, n_basis)
@@ -82,7 +83,8 @@ def gradient_cross(module, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
     module : gpytorch.kernels.Kernel (float64)
         A kernel of a supported type (``check_differentiable``).
     X : ndarray (n_points, n_features)
-        Query points; the derivative is taken in this argument (ERRATA: differentiating in the
+        Query points; the derivative is taken in this argument (docs/errata.md: differentiating in
+        the
         training-point argument flips the sign).
     Z : ndarray (n_basis, n_features)
         Training inputs or inducing points.

@@ -7,9 +7,11 @@ base kernel ``k_i(a, b) = exp(-(a - b)^2 / (2 l_i^2))``:
 
 * the normalised kernel mean embedding ``h_i(a) = m_i(a) / sqrt(M_i)`` with
   ``m_i(a) = int k_i(a, s) dp_i(s)`` and ``M_i = int int k_i(s, s') dp_i(s) dp_i(s')``, so that the
-  constrained kernel of eq. 4 (ERRATA 004: per-feature measure) is ``k_i(a, b) - h_i(a) h_i(b)``;
+  constrained kernel of eq. 4 (docs/errata.md: per-feature measure) is ``k_i(a, b) - h_i(a)
+  h_i(b)``;
 * the second moments ``int kt_i(s, a) kt_i(s, b) dp_i(s)`` of the constrained kernel, which give
-  the variance of each ANOVA component of a posterior mean (Theorem 1 of paper 004).
+  the variance of each ANOVA component of a posterior mean (Theorem 1 of the additive-Shapley
+  paper).
 
 ``se_embedding`` accepts NumPy arrays or torch tensors (the torch path is differentiable in the
 lengthscales, for marginal-likelihood fitting); ``constrained_se_second_moment`` is NumPy only.
@@ -36,7 +38,8 @@ def _backend(x):
 class Gaussian:
     """Independent Gaussian features: ``p_i = N(mean_i, std_i^2)``.
 
-    With this measure the constrained SE kernel has the closed form (ERRATA 004, with ``a``, ``b``
+    With this measure the constrained SE kernel has the closed form (docs/errata.md, with ``a``,
+    ``b``
     centred at ``mean_i``, ``L = l^2`` and ``D = std_i^2``)::
 
         kt(a, b) = exp(-(a - b)^2 / (2 L))

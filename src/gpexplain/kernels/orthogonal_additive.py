@@ -6,14 +6,16 @@ feature subsets, weighted by one variance per interaction order; Lu, Boukouvalas
 so that the GP splits into mutually orthogonal functional-ANOVA components::
 
     k(x, x') = sum_{q=0}^{Q} sigma_q^2 e_q(z_1, ..., z_d),   z_i = kt_i(x_i, x'_i)
-    kt_i(a, b) = k_i(a, b) - h_i(a) h_i(b)          (eq. 4 of paper 004, per-feature measure)
+    kt_i(a, b) = k_i(a, b) - h_i(a) h_i(b)          (eq. 4 of the additive-Shapley paper,
+    per-feature measure)
 
 with ``k_i`` the unit-variance squared exponential, ``h_i`` its normalised mean embedding under
 ``p_i`` (``gpexplain.kernels.measures``) and ``e_q`` the elementary symmetric polynomial of order
-q (eq. 2 with strict indices, ERRATA 004). Then ``f = sum_S f_S`` with ``f_S ~ GP(0, sigma_|S|^2
+q (eq. 2 with strict indices, docs/errata.md). Then ``f = sum_S f_S`` with ``f_S ~ GP(0, sigma_|S|^2
 prod_{i in S} kt_i)`` independent, ``E_p[f_S | x_T] = 0`` unless ``S`` is inside ``T``.
 
-Shapley functionals (paper 004, Lemma 1 / eq. 9, ERRATA 004). The Shapley value of feature i in
+Shapley functionals (the additive-Shapley paper, Lemma 1 / eq. 9, docs/errata.md). The Shapley
+value of feature i in
 the marginal game ``v(S) = E_{x_-S ~ prod p_j} f(x_S, x_-S)`` is ``sum_{S ni i} f_S(x) / |S|``,
 a linear functional of f with cross term
 
@@ -343,7 +345,8 @@ class OrthogonalAdditive(Kernel):
 
     def shapley_cross(self, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
         """Cross term of the local Shapley values, ``A[p, i, n] = sum_{S ni i} sigma_|S|^2 / |S|
-        prod_{l in S} kt_l(x_pl, z_nl)`` (paper 004 eq. 9 before the product with alpha), of
+        prod_{l in S} kt_l(x_pl, z_nl)`` (the additive-Shapley paper eq. 9 before the product with
+        alpha), of
         shape (n_points, d, n_train) for X (n_points, d) and Z (n_train, d);
         ``sum_i A[p, i, n] = k(x_p, z_n) - sigma_0^2``.
         """
@@ -365,7 +368,7 @@ class OrthogonalAdditive(Kernel):
         """Prior covariance of the local Shapley values at each point, shape (n_points, d, d).
 
         ``P_ij = sum_{S contains i, j} sigma_|S|^2 / |S|^2 prod_{l in S} c_l`` with
-        ``c_l = kt_l(x_l, x_l)`` (ERRATA 004): the components f_S are independent, and feature i
+        ``c_l = kt_l(x_l, x_l)`` (docs/errata.md): the components f_S are independent, and feature i
         receives f_S / |S| of each S containing it. Diagonal: ``c_i sum_r u_{r+1} e_r(c_{-i})``;
         off-diagonal: ``c_i c_j sum_r u_{r+2} e_r(c_{-i,-j})`` with ``u_q = sigma_q^2 / q^2``,
         both through ``leave_one_out_weighted_sums`` (O(d^2 Q) per point).
@@ -390,7 +393,8 @@ class OrthogonalAdditive(Kernel):
 
         With ``M_l[n, m] = E_{s ~ p_l}[kt_l(s, z_nl) kt_l(s, z_ml)]`` (the measure's
         ``constrained_se_second_moment``) the posterior-mean components have
-        ``Var f_S = sigma_|S|^4 alpha^T (Hadamard_{l in S} M_l) alpha`` (paper 004 Theorem 1,
+        ``Var f_S = sigma_|S|^4 alpha^T (Hadamard_{l in S} M_l) alpha`` (the additive-Shapley paper
+        Theorem 1,
         product measure), hence
 
         * Shapley effect of i: ``sum_{S ni i} sigma_|S|^4 / |S| prod_{l in S} M_l`` (leave-one-out

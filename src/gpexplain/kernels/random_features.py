@@ -12,7 +12,8 @@ For the ARD squared exponential the frequencies are ``v_m ~ N(0, diag(lengthscal
 and it is a finite-rank kernel in its own right, so a GP with it is exact Bayesian linear
 regression on ``phi``.
 
-Integrated gradients of one feature (Butler et al. Sec. 4.2 / App. B, as corrected in ERRATA:
+Integrated gradients of one feature (Butler et al. Sec. 4.2 / App. B, as corrected in
+docs/errata.md:
 ``sin`` and ``cos`` entries in their own order, safe as ``v . (x - xt) -> 0``). With
 ``u = x - xt``, ``delta_m = v_m . u``, ``h = delta_m / 2`` and the path midpoint phase
 ``c_m = v_m . xt + h``::
@@ -21,7 +22,8 @@ Integrated gradients of one feature (Butler et al. Sec. 4.2 / App. B, as correct
     IG_i sin(v_m . x) = u_i v_mi (sin(v_m.x) - sin(v_m.xt)) / delta_m =  u_i v_mi cos(c_m) sinc(h)
 
 using ``sin a - sin b = 2 cos((a+b)/2) sin((a-b)/2)`` and ``cos a - cos b = -2 sin((a+b)/2)
-sin((a-b)/2)``, with ``sinc(h) = sin(h)/h`` (1 at h = 0). At ``delta_m = 0`` this is the ERRATA
+sin((a-b)/2)``, with ``sinc(h) = sin(h)/h`` (1 at h = 0). At ``delta_m = 0`` this is the
+docs/errata.md
 limit ``u_i v_mi cos(v_m . xt)`` (sin feature); at ``x = xt`` every entry is exactly zero.
 Writing ``G[p, i, :]`` for the IG of the feature vector at point p, every functional is a
 product with feature vectors:
@@ -223,7 +225,7 @@ class RandomFeatureKernel(Kernel):
 
         ``G[p, i, m] = -s u_i v_mi sin(c_pm) sinc(h_pm)`` (cosine features) and ``G[p, i, M + m]
         = s u_i v_mi cos(c_pm) sinc(h_pm)`` (sine features), ``s = sqrt(variance / M)``, with
-        ``u``, ``c``, ``h`` as in the module docstring (ERRATA-corrected Sec. 4.2).
+        ``u``, ``c``, ``h`` as in the module docstring (corrected, docs/errata.md Sec. 4.2).
         ``sum_i G[p, i, :] = phi(x_p) - phi(xt)``.
         """
         u, phase, s = self._path_terms(X, baseline)

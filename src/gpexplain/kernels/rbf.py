@@ -104,7 +104,8 @@ class RBF(Kernel):
     def gradient_cross(self, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
         """Cross term ``C[p, i, n] = d/dx_i k(x_p, z_n) = -k(x_p, z_n) (x_pi - z_ni) / l_i^2``.
 
-        The derivative is in the query argument x (Seitz 2022, eq. 17 as corrected in ERRATA:
+        The derivative is in the query argument x (Seitz 2022, eq. 17 as corrected in
+        docs/errata.md:
         the derivative in the training-point argument has the opposite sign). Features with an
         infinite lengthscale get exactly zero.
 
@@ -152,7 +153,7 @@ class RBF(Kernel):
         """Cross term ``A[p, i, n] = IG_i applied to k(., z_n) at x_p``.
 
         ``A_{n,i}(x) = (x_i - xt_i) int_0^1 d/dx_i k(xt + t (x - xt), z_n) dt``, evaluated in the
-        safe form of ERRATA (Butler et al. 2024, Sec. 4.1 corrected)::
+        safe form of docs/errata.md (Butler et al. 2024, Sec. 4.1 corrected)::
 
             A = -s2 [ d_i^2 (E0 - E1) + d_i v_perp_i (r J0) ]
 
@@ -240,7 +241,7 @@ class RBF(Kernel):
         """Same-point prior covariance ``P[p, i, j] = Cov(IG_i f(x_p), IG_j f(x_p))``, f ~ GP(0, k).
 
         ``P_ij = s2 [delta_ij u_i^2 M0(a) - u_i^2 u_j^2 M2(a)]`` with ``u = (x - xt)/l``,
-        ``a = |u|^2`` and the segment moments M0, M2 (ERRATA; the main text's minus sign).
+        ``a = |u|^2`` and the segment moments M0, M2 (docs/errata.md; the main text's minus sign).
         ``sum_ij P_ij = 2 s2 (1 - exp(-a/2)) = Var(f(x) - f(xt))``.
 
         Parameters

@@ -11,7 +11,7 @@ inputs; by default ``Z = X``. Integrating out ``W`` and ``G`` (eqs. 12-13)::
     y ~ N(0, C),   C = noise I + (K + weight_noise I) o Z Z^T.
 
 Predictions and explanations use exact forms equal to the paper's main-text eqs. 14 and 18
-(its Appendix B, eqs. 29-32, is wrong; see ``papers/ERRATA.md``, section 002) without ever
+(its Appendix B, eqs. 29-32, is wrong; see ``docs/errata.md``) without ever
 forming an nd x nd matrix. With ``alpha = C^{-1} y``, ``k* = k(x*, X)`` and
 ``B = diag(k*) Z`` (n x d)::
 
@@ -78,7 +78,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
     Predicts with a locally linear model ``y = w(x)^T z + eps`` whose weights are drawn from
     ``d`` independent GPs over the kernel inputs ``x`` (plus independent weight noise), and
     explains each prediction with the posterior of those weights: Gaussian, with exact mean
-    and covariance (paper eqs. 12-18; Appendix B is wrong, see ``papers/ERRATA.md`` 002).
+    and covariance (paper eqs. 12-18; Appendix B is wrong, see ``docs/errata.md``).
 
     Kernel: squared exponential, ``k(x, x') = variance * exp(-0.5 * sum_i (x_i - x'_i)^2 /
     lengthscale_i^2)`` (the paper's eq. 5 with ``theta_1 = variance``,

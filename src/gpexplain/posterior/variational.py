@@ -3,7 +3,7 @@
 With inducing points Z, prior ``u = f(Z) ~ N(m0, Kzz)`` and a Gaussian variational
 distribution ``q(u) = N(m, S)``, the approximate posterior ``q(f) = int p(f | u) q(u) du`` is
 a GP with (Titsias 2009; Hensman et al. 2013; Seitz 2022, Sec. 2.2, eq. 7 as corrected in
-ERRATA)
+docs/errata.md)
 
     mean  m(x)     = m0 + k(x, Z) Kzz^{-1} (m - m0)
     cov   c(x, x') = k(x, x') - k(x, Z) Kzz^{-1} (Kzz - S) Kzz^{-1} k(Z, x')
@@ -112,7 +112,8 @@ class VariationalPosterior(Posterior):
     Notes
     -----
     Seitz (2022) eqs. 7 and 21 misprint the predictive covariance; the form implemented is
-    ``K** - K*Z Kzz^{-1} (Kzz - S) Kzz^{-1} KZ*`` (ERRATA). Q is indefinite in general (S can
+    ``K** - K*Z Kzz^{-1} (Kzz - S) Kzz^{-1} KZ*`` (docs/errata.md). Q is indefinite in general (S
+    can
     exceed Kzz in some directions), so variances from ``quadratic_form`` can fall below zero
     by round-off; ``predict`` clips them at zero.
     """
