@@ -17,7 +17,7 @@ from gpexplain.datasets import load_dataset
 from gpexplain.models import GPRegressor
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_WINE = REPO_ROOT.parent / "shared" / "data" / "wine_quality" / "winequality-red.csv"
+BUNDLED_WINE = REPO_ROOT / "src" / "gpexplain" / "datasets" / "data" / "winequality-red.csv"
 TAIPEI_TARGET = "Y house price of unit area"
 OUTPUT_FILES = ("attributions.csv", "summary.json", "attributions.png", "importance.png")
 CSV_COLUMNS = ["row", "point", "feature", "value", "attribution", "std", "lower", "upper"]
@@ -181,9 +181,8 @@ def test_version():
     assert result.stdout.startswith("gpexplain ")
 
 
-@pytest.mark.skipif(not SHARED_WINE.is_file(), reason="shared wine data not present")
 def test_explain_wine_detects_semicolons(tmp_path, single_start):
-    lines = SHARED_WINE.read_text().splitlines(keepends=True)[:301]
+    lines = BUNDLED_WINE.read_text().splitlines(keepends=True)[:301]
     assert ";" in lines[0]
     data = tmp_path / "wine300.csv"
     data.write_text("".join(lines))

@@ -128,7 +128,7 @@ def test_removal_changes_x_and_z_by_default():
     np.testing.assert_allclose(score, [expected], rtol=1e-12)
     assert expected < 0.0
 
-    def z_only(inputs, mask):  # the trivial removal ERRATA 002 warns about
+    def z_only(inputs, mask):  # the trivial removal docs/errata.md, GPX warns about
         X, Z = inputs
         return X, np.where(mask, 0.0, Z)
 

@@ -39,7 +39,7 @@ def _cases():
         X = np.stack([xt + eps * direction / np.linalg.norm(direction), xt + eps * np.eye(3)[1]])
         cases[f"near-baseline-{eps:g}"] = (X, xt, rng.normal(size=(2, 3)), V, 0.8)
     # v_0 . (x - xt) exactly zero (u orthogonal to the first frequency, in floating point), and
-    # about 1e-13: the sinc limit of ERRATA, while the other frequencies still see a path.
+    # about 1e-13: the sinc limit of docs/errata.md, while the other frequencies still see a path.
     V = np.array([[1.0, -1.0], [0.3, 1.2], [-2.0, 0.5]])
     xt = np.array([0.25, -0.5])
     X = np.stack([xt + 0.75, xt + np.array([0.75, 0.75 + 2**-43])])

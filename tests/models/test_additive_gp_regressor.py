@@ -12,8 +12,8 @@ from gpexplain.models.additive_gp_regressor import AdditiveGPRegressor
 
 
 @pytest.fixture(scope="module")
-def auto_mpg():
-    data = np.loadtxt("/work/shared/data/auto_mpg/autompg.txt")
+def auto_mpg(data_dir):
+    data = np.loadtxt(data_dir / "auto_mpg" / "autompg.txt")
     data = data[np.isfinite(data).all(axis=1)]  # 6 rows miss horsepower
     rng = np.random.default_rng(0)
     rows = rng.choice(len(data), size=120, replace=False)

@@ -124,7 +124,7 @@ def test_r_max_matches_cvxpy_written_per_point(problem):
     result = gx.poe.transductive(X, G, f, S, S_tilde, weights)
     assert result.certificate["status"] == "optimal"
     n, d = X.shape
-    scale = np.abs(G).max()  # the reference is solved on rescaled gradients too (ERRATA)
+    scale = np.abs(G).max()  # the reference is solved on rescaled gradients too (docs/errata.md)
     V = cp.Variable((n, d))
     pairs = [S[a, b] * cp.sum_squares(V[a] - V[b]) for a in range(n) for b in range(n) if a != b]
     farthest = cp.Variable(n)

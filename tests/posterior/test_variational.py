@@ -101,7 +101,7 @@ def _random_svgp(seed=3, n_inducing=8, whitened=False, jitter=0.0):
 
 
 def _reference_moments(kernel, Z, m, S, jitter, whitened, Xq):
-    """Mean and covariance of q(f) at Xq by dense solves (ERRATA form of Seitz eq. 7)."""
+    """Mean and covariance of q(f) at Xq by dense solves (docs/errata.md form of Seitz eq. 7)."""
     Kzz = kernel(Z, Z) + jitter * np.eye(Z.shape[0])
     if whitened:  # u = m0 + L v, q(v) = N(m, S)  =>  q(u) = N(m0 + L m, L S L^T)
         L = np.linalg.cholesky(Kzz)

@@ -83,7 +83,7 @@ def gpx_weights_mpmath(X, Z, y, X_query, lengthscale, variance, weight_noise, no
 
     The block formulas above invert L = K_bar + weight_noise I explicitly, so with a tiny
     weight noise they lose digits in float64. This evaluates the equivalent n x n forms
-    (``papers/ERRATA.md`` 002; equal to eq. 18 because A S A^T = k*^T L^{-1} k* - B^T C^{-1} B)
+    (``docs/errata.md``, GPX; equal to eq. 18 because A S A^T = k*^T L^{-1} k* - B^T C^{-1} B)
     in mpmath: E[w*] = Z^T (k* o C^{-1} y), Cov[w*] = (k** + weight_noise) I - B^T C^{-1} B
     with B = diag(k*) Z. Inputs are converted exactly from float64.
 
