@@ -77,7 +77,6 @@ def main() -> None:
     model = SparseGPRegressor(
         n_inducing=args.n_inducing, kernel="isotropic", batch_size=args.batch_size,
         n_epochs=args.n_epochs, learning_rate=args.learning_rate, random_state=args.seed,
-        progress=False,
     )
     start = time.perf_counter()
     model.fit(X, y)

@@ -118,7 +118,6 @@ def build_model(choice: Choice, n_rows: int, exact_estimator):
             n_inducing=min(choice.n_inducing, n_rows),
             kernel=choice.kernel,
             random_state=seed,
-            progress=False,
         )
     if choice.model == "random-features":
         from gpexplain.models.random_feature_gp_regressor import RandomFeatureGPRegressor

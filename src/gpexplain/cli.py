@@ -14,7 +14,6 @@ library raises is a bug and keeps its traceback.
 from __future__ import annotations
 
 import difflib
-import inspect
 import json
 import time
 import warnings
@@ -231,12 +230,10 @@ def _show_warnings(caught, console: Console) -> None:
 
 # -- the pipeline --------------------------------------------------------------------------
 def _fit(choice: Choice, X: pd.DataFrame, y: pd.Series, callback):
-    """Build and fit the chosen estimator, passing the progress callback where it is taken."""
+    """Build and fit the chosen estimator, reporting progress through ``callback``."""
     # GPRegressor is looked up here, at call time, so tests can substitute a cheaper one.
     model = _cli_models.build_model(choice, len(X), exact_estimator=GPRegressor)
-    if "callback" in inspect.signature(model.fit).parameters:
-        return model.fit(X, y, callback=callback)
-    return model.fit(X, y)
+    return model.fit(X, y, callback=callback)
 
 
 def _run(

@@ -31,7 +31,7 @@ def diabetes_split():
 @pytest.fixture(scope="module")
 def fitted(diabetes_split):
     X, y, _, _ = diabetes_split
-    return SparseGPRegressor(progress=False, **SETTINGS).fit(X, y)
+    return SparseGPRegressor(**SETTINGS).fit(X, y)
 
 
 def _rmse(model, X, y):
@@ -116,7 +116,6 @@ def test_optimizer_none_sets_the_optimal_q_and_with_all_rows_is_the_exact_gp():
     kernel = RBF([0.9, 8.0], 1.2)
     model = SparseGPRegressor(
         n_inducing=30, kernel=kernel, noise=0.02, optimizer=None, inducing_init="random",
-        progress=False,
     ).fit(X, y)
     Z = model.inducing_points_
     np.testing.assert_allclose(Z[np.lexsort(Z.T)], X[np.lexsort(X.T)], rtol=1e-12)
@@ -145,7 +144,7 @@ def test_constant_column_gets_zero_attribution():
     X = np.column_stack([rng.normal(size=60), np.full(60, 4.0), rng.normal(size=60)])
     y = np.sin(X[:, 0]) + X[:, 2]
     with pytest.warns(UserWarning, match="constant column"):
-        model = SparseGPRegressor(n_inducing=10, n_epochs=5, progress=False).fit(X, y)
+        model = SparseGPRegressor(n_inducing=10, n_epochs=5).fit(X, y)
     assert np.isinf(model.kernel_.lengthscale[1])
     np.testing.assert_array_equal(model.inducing_points_[:, 1], 4.0)
     assert model.constant_features_ == ["x1"]
@@ -156,8 +155,8 @@ def test_constant_column_gets_zero_attribution():
 def test_same_seed_same_fit():
     rng = np.random.default_rng(3)
     X, y = rng.normal(size=(50, 2)), rng.normal(size=50)
-    first = SparseGPRegressor(n_inducing=8, n_epochs=3, batch_size=16, progress=False).fit(X, y)
-    second = SparseGPRegressor(n_inducing=8, n_epochs=3, batch_size=16, progress=False).fit(X, y)
+    first = SparseGPRegressor(n_inducing=8, n_epochs=3, batch_size=16).fit(X, y)
+    second = SparseGPRegressor(n_inducing=8, n_epochs=3, batch_size=16).fit(X, y)
     np.testing.assert_array_equal(first.predict(X), second.predict(X))
 
 
@@ -165,8 +164,7 @@ def test_divergence_is_a_fit_error():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, 2)), rng.normal(size=40)
     with pytest.raises(FitError, match="diverged"):
-        SparseGPRegressor(n_inducing=5, n_epochs=5, batch_size=10, learning_rate=1e6,
-                          progress=False).fit(X, y)
+        SparseGPRegressor(n_inducing=5, n_epochs=5, batch_size=10, learning_rate=1e6).fit(X, y)
 
 
 @pytest.mark.parametrize(
@@ -189,7 +187,7 @@ def test_bad_parameters_are_named(params, message):
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(50, 2)), rng.normal(size=50)
     with pytest.raises(ValueError, match=message):
-        SparseGPRegressor(**{"n_inducing": 10, "progress": False, **params}).fit(X, y)
+        SparseGPRegressor(**{"n_inducing": 10, **params}).fit(X, y)
 
 
 def test_unfitted_predict_raises():

@@ -39,6 +39,10 @@ DEFAULT_NOISE = 0.1  # the first start's noise variance when none is given
 LENGTHSCALE_LOWER_BOUND = 1e-4
 
 
+class FitError(RuntimeError):
+    """Hyperparameter optimisation failed (from every starting point, for multi-start fits)."""
+
+
 def check_optimizer(optimizer, allowed: tuple = OPTIMIZERS) -> None:
     """Refuse an optimizer name not in ``allowed`` (whose first entry is the named one)."""
     if optimizer not in allowed:

@@ -36,6 +36,7 @@ from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
+    FitError,
     check_multistart_params,
     check_optimizer,
     maximise_exact_marginal_likelihood,
@@ -45,7 +46,6 @@ from gpexplain.models._standardisation import (
     original_lengthscales,
     target_scaling,
 )
-from gpexplain.models.gp_regressor import FitError
 from gpexplain.posterior import ExactPosterior
 
 __all__ = ["AdditiveGPRegressor"]
@@ -176,7 +176,7 @@ class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
             )
         return starts
 
-    def fit(self, X, y, callback=None):
+    def fit(self, X, y, *, callback=None):
         """Fit the hyperparameters and build the posterior.
 
         Parameters

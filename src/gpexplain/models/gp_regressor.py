@@ -30,6 +30,7 @@ from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
+    FitError,
     check_multistart_params,
     check_optimizer,
     maximise_exact_marginal_likelihood,
@@ -43,16 +44,12 @@ from gpexplain.models._standardisation import (
 )
 from gpexplain.posterior import ExactPosterior
 
-__all__ = ["FitError", "GPRegressor"]
+__all__ = ["GPRegressor"]
 
 KERNELS = ("ard", "isotropic")  # the squared-exponential names (shared with SparseGPRegressor)
 STATIONARY_KERNELS = ("matern52", "matern32", "rq")
 KERNEL_NAMES = KERNELS + STATIONARY_KERNELS
 _MATERN_NU = {"matern52": 2.5, "matern32": 1.5}
-
-
-class FitError(RuntimeError):
-    """Hyperparameter optimisation failed from every starting point."""
 
 
 class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
@@ -289,7 +286,7 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         scaled.outputscale = torch.tensor(outputscale, dtype=torch.float64)
         return as_kernel(scaled)
 
-    def fit(self, X, y, callback=None):
+    def fit(self, X, y, *, callback=None):
         """Fit the hyperparameters and build the posterior.
 
         Parameters

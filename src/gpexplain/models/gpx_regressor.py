@@ -47,12 +47,12 @@ from gpexplain.kernels import RBF
 from gpexplain.models._fitting import (
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
+    FitError,
     check_max_iter,
     check_optimizer,
     run_lbfgs,
 )
 from gpexplain.models._standardisation import FeatureScaling, warn_constant_columns
-from gpexplain.models.gp_regressor import FitError
 from gpexplain.parallel import default_chunk_size, map_chunks
 from gpexplain.posterior.exact import cholesky_with_jitter
 
@@ -217,7 +217,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
             )
         check_max_iter(self.max_iter)
 
-    def fit(self, X, y, Z=None):
+    def fit(self, X, y, Z=None, *, callback=None):
         """Fit the hyperparameters by maximising the marginal likelihood (eq. 12).
 
         Parameters
@@ -228,6 +228,9 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
         Z : array-like of shape (n_samples, n_features), optional
             Interpretable representation whose columns are explained (column names become
             ``feature_names_in_``). Default: X itself.
+        callback : callable(step, total), optional
+            Called after every marginal-likelihood evaluation of the optimiser (for a
+            caller's progress bar); not called with ``optimizer=None``.
 
         Returns
         -------
@@ -253,7 +256,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
             self.weight_noise_ = float(self.weight_noise)
             self.noise_ = float(self.noise)
         else:
-            self._optimise(X, y, Z, constant)
+            self._optimise(X, y, Z, constant, callback)
 
         self.X_train_, self.Z_train_ = X, Z
         C = _covariance(self.kernel_(X, X), Z @ Z.T, self.weight_noise_, self.noise_)
@@ -273,7 +276,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
         self.kernel_feature_names_ = list(x_names)
         return self
 
-    def _optimise(self, X, y, Z, constant) -> None:
+    def _optimise(self, X, y, Z, constant, callback) -> None:
         """Maximise the marginal likelihood in internal units; set the fitted attributes."""
         scaling = FeatureScaling(X, np.flatnonzero(~constant))
         y_scale = _root_mean_square(y)
@@ -296,7 +299,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
         noise = _INITIAL_NOISE if self.noise is None else self.noise / y_scale**2
         start = (lengthscale, variance, weight_noise, noise)
         lengthscale, variance, weight_noise, noise = _maximise_log_marginal_likelihood(
-            Xs, Z / z_scale, y / y_scale, start, self.max_iter
+            Xs, Z / z_scale, y / y_scale, start, self.max_iter, callback
         )
 
         self.kernel_ = RBF(scaling.original_lengthscales(lengthscale), variance / weight_scale)
@@ -574,7 +577,7 @@ def _log_marginal_likelihood(K, gram, y, weight_noise, noise):
     return _GaussianLogDensity.apply(_covariance(K, gram, weight_noise, noise), y)
 
 
-def _maximise_log_marginal_likelihood(Xs, Zs, ys, start, max_iter):
+def _maximise_log_marginal_likelihood(Xs, Zs, ys, start, max_iter, callback=None):
     """L-BFGS (strong Wolfe) on the log marginal likelihood per data point, internal units.
 
     Returns (lengthscale array, variance, weight_noise, noise).
@@ -618,8 +621,14 @@ def _maximise_log_marginal_likelihood(Xs, Zs, ys, start, max_iter):
         K = _kernel_matrix(X_t, ell, var[0], isotropic_distances)
         return -_log_marginal_likelihood(K, gram, y_t, w_noise[0], y_noise[0]) / y_t.shape[0]
 
+    evaluations = [0]
+
+    def on_evaluation(_):
+        evaluations[0] += 1
+        callback(min(evaluations[0], max_iter), max_iter)
+
     try:
-        run_lbfgs(raw, loss, max_iter)
+        run_lbfgs(raw, loss, max_iter, None if callback is None else on_evaluation)
     except (RuntimeError, ValueError) as error:  # e.g. NotPSDError
         raise FitError(
             f"marginal-likelihood optimisation failed ({error}); try other starting values "

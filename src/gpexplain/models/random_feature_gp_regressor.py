@@ -149,7 +149,7 @@ class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstima
             if value is not None and not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive finite variance, got {value!r}.")
 
-    def _hyperparameters(self, X, y, rng) -> tuple[RBF, float, float]:
+    def _hyperparameters(self, X, y, rng, callback) -> tuple[RBF, float, float]:
         """(kernel, noise, prior mean) in original units, given or fitted."""
         if self.optimizer is None:
             self.hyperparameter_model_ = None
@@ -172,11 +172,11 @@ class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstima
             random_state=self.random_state,
         )
         # Constant columns and repeated rows are handled (and warned about) by GPRegressor.
-        model.fit(X, y)
+        model.fit(X, y, callback=callback)
         self.hyperparameter_model_ = model
         return model.kernel_, model.noise_, model.mean_
 
-    def fit(self, X, y):
+    def fit(self, X, y, *, callback=None):
         """Fit (or take) the hyperparameters, draw the frequencies, build the posterior(s).
 
         Parameters
@@ -184,6 +184,9 @@ class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstima
         X : array-like of shape (n_samples, n_features)
             NumPy, pandas (column names become feature names) or torch; at least 2 rows.
         y : array-like of shape (n_samples,)
+        callback : callable(step, total), optional
+            Progress of the hyperparameter fit (the exact GP on at most ``max_fit_samples``
+            rows), for a caller's progress bar; not called with ``optimizer=None``.
 
         Returns
         -------
@@ -193,7 +196,9 @@ class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstima
         X, names = as_feature_matrix(X, "X", min_rows=2)
         y = as_target(y, X.shape[0])
         streams = np.random.SeedSequence(self.random_state).spawn(self.n_models + 1)
-        kernel, noise, mean = self._hyperparameters(X, y, np.random.default_rng(streams[0]))
+        kernel, noise, mean = self._hyperparameters(
+            X, y, np.random.default_rng(streams[0]), callback
+        )
         self.kernel_, self.noise_, self.mean_ = kernel, float(noise), float(mean)
         self.kernels_ = [
             RandomFeatureKernel.from_rbf(

@@ -26,7 +26,6 @@ import gpytorch
 import numpy as np
 import torch
 from linear_operator.utils.warnings import NumericalWarning
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from scipy.linalg import cho_solve, solve_triangular
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.cluster import KMeans
@@ -38,12 +37,13 @@ from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
+    FitError,
     check_noise,
     check_optimizer,
     gaussian_likelihood,
 )
 from gpexplain.models._standardisation import FeatureScaling, constant_columns, target_scaling
-from gpexplain.models.gp_regressor import KERNELS, FitError
+from gpexplain.models.gp_regressor import KERNELS
 from gpexplain.posterior.exact import cholesky_with_jitter
 from gpexplain.posterior.variational import VariationalPosterior
 
@@ -88,8 +88,6 @@ class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
     random_state : int, default 0
         Seed of the inducing-point initialisation, the variational initialisation and the
         minibatch order (the global torch and NumPy random states are left untouched).
-    progress : bool, default True
-        Show a progress bar (``rich.progress``) with the ELBO while training.
 
     Attributes
     ----------
@@ -133,7 +131,6 @@ class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         inducing_init: str = "kmeans",
         optimizer: str | None = "adam",
         random_state: int = 0,
-        progress: bool = True,
     ):
         self.n_inducing = n_inducing
         self.kernel = kernel
@@ -144,7 +141,6 @@ class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         self.inducing_init = inducing_init
         self.optimizer = optimizer
         self.random_state = random_state
-        self.progress = progress
 
     # -- fitting ------------------------------------------------------------------------
     def _check_params(self, n_rows: int) -> bool:
@@ -181,7 +177,7 @@ class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         check_noise(self.noise)
         return ard
 
-    def fit(self, X, y, callback=None):
+    def fit(self, X, y, *, callback=None):
         """Train the SVGP and build its posterior.
 
         Parameters
@@ -319,36 +315,24 @@ class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         )
         total = int(self.n_epochs) * len(loader)
         history = []
-        with Progress(
-            TextColumn("SVGP training"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("ELBO {task.fields[elbo]}"),
-            TimeElapsedColumn(),
-            disable=not self.progress,
-            transient=True,
-        ) as display:
-            task = display.add_task("fit", total=total, elbo="-")
-            step = 0
-            for _ in range(int(self.n_epochs)):
-                epoch_elbo = []
-                for X_batch, y_batch in loader:
-                    optimizer.zero_grad()
-                    elbo = objective(model(X_batch), y_batch)
-                    if not torch.isfinite(elbo):
-                        raise FitError(
-                            f"SVGP training diverged (non-finite ELBO at step {step + 1}); "
-                            "lower learning_rate, or rescale the data."
-                        )
-                    (-elbo).backward()
-                    optimizer.step()
-                    epoch_elbo.append(float(elbo.detach()))
-                    step += 1
-                    display.update(task, completed=step)
-                    if callback is not None:
-                        callback(step, total)
-                history.append(float(np.mean(epoch_elbo)))
-                display.update(task, elbo=f"{history[-1]:.4f}")
+        step = 0
+        for _ in range(int(self.n_epochs)):
+            epoch_elbo = []
+            for X_batch, y_batch in loader:
+                optimizer.zero_grad()
+                elbo = objective(model(X_batch), y_batch)
+                if not torch.isfinite(elbo):
+                    raise FitError(
+                        f"SVGP training diverged (non-finite ELBO at step {step + 1}); "
+                        "lower learning_rate, or rescale the data."
+                    )
+                (-elbo).backward()
+                optimizer.step()
+                epoch_elbo.append(float(elbo.detach()))
+                step += 1
+                if callback is not None:
+                    callback(step, total)
+            history.append(float(np.mean(epoch_elbo)))
         return history
 
 
