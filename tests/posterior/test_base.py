@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpexplain import integrated_gradients
 from gpexplain.kernels import RBF
 from gpexplain.models.gp_regressor import GPRegressor
 from gpexplain.models.gpx_regressor import GPXRegressor
@@ -23,8 +24,13 @@ def test_unfitted_estimator_is_named():
 
 
 def test_gpx_points_to_its_own_explanations():
+    # GPX is an ordinary exact GP (its posterior_), but integrated gradients have no scheme
+    # for its locally linear kernel: the refusal names the explanation that applies.
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    model = GPXRegressor(max_iter=5).fit(X, X[:, 0] * X[:, 1])
+    assert as_posterior(model) is model.posterior_
     with pytest.raises(TypeError, match=r"GPXRegressor explains itself: use model\.explain"):
-        as_posterior(GPXRegressor())
+        integrated_gradients(model, X[:2])
 
 
 def test_other_objects_are_refused():

@@ -124,9 +124,10 @@ def explain(
             for part in posterior.components
         ]
         return mixture_attribution(parts, posterior.weights)
-    X = posterior.check_inputs(X)
     Z, alpha = posterior.train_inputs, posterior.alpha
+    # The kernel first: a model this explanation does not apply to is named before its inputs.
     scheme = functional.bind(posterior.kernel, Z)
+    X = posterior.check_inputs(X)
 
     def explain_chunk(block):
         prediction = posterior.mean + scheme.kernel_matrix(block) @ alpha
@@ -154,11 +155,11 @@ def explain(
     return Attribution(
         mean=mean,
         cov=cov,
-        X=X,
+        X=functional.explained_inputs(X),
         prediction=prediction,
         baseline=functional.baseline,
         baseline_prediction=None if reference is None else float(reference[0]),
-        feature_names=list(posterior.feature_names),
+        feature_names=functional.output_names(posterior),
         method=functional.describe(scheme),
         difference_variance=difference_variance,
     )

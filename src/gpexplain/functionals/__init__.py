@@ -4,6 +4,14 @@ weight), each evaluated per kernel type by a registered scheme. Imports kernels 
 from gpexplain.functionals.base import LinearFunctional, Scheme
 from gpexplain.functionals.gradient import Gradient
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
+from gpexplain.functionals.local_linear_weight import LocalLinearWeight
 from gpexplain.functionals.shapley import AdditiveShapley
 
-__all__ = ["AdditiveShapley", "Gradient", "IntegratedGradient", "LinearFunctional", "Scheme"]
+__all__ = [
+    "AdditiveShapley",
+    "Gradient",
+    "IntegratedGradient",
+    "LinearFunctional",
+    "LocalLinearWeight",
+    "Scheme",
+]

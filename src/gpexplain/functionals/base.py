@@ -39,7 +39,7 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["LinearFunctional", "Scheme"]
+__all__ = ["LinearFunctional", "Scheme", "refuse"]
 
 
 class Scheme(ABC):
@@ -90,6 +90,13 @@ class Scheme(ABC):
         return self.kernel(X, self.Z)
 
 
+def refuse(functional: LinearFunctional, kernel, Z: np.ndarray) -> Scheme:
+    """Scheme factory registered for a kernel type that must not inherit a generic scheme of
+    its base class (e.g. a kernel with a white-noise part, whose paths have no derivative):
+    ``bind`` then raises the functional's ``TypeError`` for unsupported kernels."""
+    raise TypeError(functional.unsupported_kernel_message(kernel))
+
+
 class LinearFunctional(ABC):
     """A vector of D linear functionals of f at each query point (abstract).
 
@@ -129,7 +136,10 @@ class LinearFunctional(ABC):
 
     @classmethod
     def supported_kernels(cls) -> list[str]:
-        return sorted(kernel_type.__name__ for kernel_type in cls._schemes)
+        return sorted(
+            kernel_type.__name__ for kernel_type, scheme in cls._schemes.items()
+            if scheme is not refuse
+        )
 
     def scheme_for(self, kernel) -> Callable[..., Scheme] | None:
         """The registered scheme (class or factory) for ``kernel``'s type, or None."""
@@ -153,10 +163,12 @@ class LinearFunctional(ABC):
 
     def unsupported_kernel_message(self, kernel) -> str:
         """The ``TypeError`` message of ``bind`` for a kernel without a scheme."""
-        return (
+        message = (
             f"{self.name or type(self).__name__} is not available for kernel {kernel!r}; "
             f"supported kernel types: {', '.join(self.supported_kernels())}."
         )
+        hint = getattr(kernel, "explanation_hint", "")
+        return f"{hint} {message}" if hint else message
 
     def output_weights(self, X: np.ndarray) -> np.ndarray | None:
         """Per-point weights ``w`` (n_points, D) when the functional is ``w_i L0_i`` with
@@ -179,6 +191,15 @@ class LinearFunctional(ABC):
         ``baseline_prediction`` must not depend on X.
         """
         return None, None
+
+    def output_names(self, posterior) -> list[str]:
+        """Names of the D explained quantities (``Attribution.feature_names``): by default the
+        posterior's features."""
+        return list(posterior.feature_names)
+
+    def explained_inputs(self, X: np.ndarray) -> np.ndarray:
+        """The (n_points, D) values reported as ``Attribution.X``: by default the query."""
+        return X
 
     def describe(self, scheme: Scheme) -> str:
         """``Attribution.method`` for a result computed with ``scheme``."""

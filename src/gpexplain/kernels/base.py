@@ -25,7 +25,15 @@ class Kernel(ABC):
 
     Subclasses implement ``__call__``, ``diag`` and ``torch_kernel``; all inputs are float64
     arrays of shape (n, n_features) in the units the kernel was defined in.
+
+    Attributes
+    ----------
+    explanation_hint : str
+        Appended to the error raised when an explanation has no scheme for this kernel, to
+        point users at the explanation that does apply (empty by default).
     """
+
+    explanation_hint: str = ""
 
     @abstractmethod
     def __call__(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:

@@ -22,6 +22,14 @@ forming an nd x nd matrix. With ``alpha = C^{-1} y``, ``k* = k(x*, X)`` and
 The last line holds exactly, so a prediction is the sum of its feature contributions
 ``E[w*_l] z*_l``. Equation 18 reduces to the second line because
 ``A S A^T = k*^T L^{-1} k* - B^T C^{-1} B`` with ``L = K_bar + weight_noise I``.
+
+These are the generic formula of every explanation in gpexplain: GPX *is* an exact GP over the
+concatenated inputs ``(x, z)`` with the locally linear kernel ``k_x(x, x') z . z'``
+(``gpexplain.kernels.LocallyLinear``) and per-row noise variance ``noise + weight_noise |z_i|^2``
+(the diagonal of C), and the weights are the linear functional ``d f / d z``
+(``gpexplain.functionals.local_linear_weight``). So ``posterior_`` is an ``ExactPosterior``
+and ``predict``/``explain`` go through it and the explanation driver; only the fit, which
+maximises the likelihood in closed form over four hyperparameters, is GPX's own.
 """
 
 from __future__ import annotations
@@ -30,7 +38,6 @@ import gpytorch
 import numpy as np
 import torch
 from linear_operator.utils.cholesky import psd_safe_cholesky
-from scipy.linalg import cho_solve, solve_triangular
 from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
@@ -40,10 +47,11 @@ from gpexplain._validation import (
     as_target,
     check_feature_count,
     check_feature_names,
-    check_finite_result,
 )
-from gpexplain.attribution import Attribution
+from gpexplain.explain._driver import explain as explain_functional
+from gpexplain.functionals.local_linear_weight import LocalLinearWeight
 from gpexplain.kernels import RBF
+from gpexplain.kernels.locally_linear import LocallyLinear
 from gpexplain.models._fitting import (
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
@@ -54,11 +62,10 @@ from gpexplain.models._fitting import (
 )
 from gpexplain.models._standardisation import FeatureScaling, warn_constant_columns
 from gpexplain.parallel import default_chunk_size, map_chunks
-from gpexplain.posterior.exact import cholesky_with_jitter
+from gpexplain.posterior.exact import ExactPosterior
 
 __all__ = ["GPXRegressor"]
 
-EXPLAIN_WHAT = ("contributions", "weights")
 # The paper's initial values (Sec. 5.1), in the internal units (see ``GPXRegressor``):
 # theta_1 = 1, sigma_y = 0.1, sigma_w = 0.1 (so both variances 0.01).
 _INITIAL_VARIANCE = 1.0
@@ -143,8 +150,11 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
         Names of X's columns (the kernel inputs).
     X_train_, Z_train_ : ndarray (n, p), (n, d)
         Training inputs in original units.
+    posterior_ : ExactPosterior
+        The exact GP over inputs ``[x, z]`` (columns named ``x:<name>`` and ``z:<name>``) with
+        the locally linear kernel and per-row noise ``noise_ + weight_noise_ |z_i|^2``.
     alpha_ : ndarray (n,)
-        ``C^{-1} y``.
+        ``C^{-1} y`` (``posterior_.alpha``).
     cholesky_ : ndarray (n, n)
         Lower Cholesky factor of C (plus ``jitter_`` on the diagonal when it was needed).
     jitter_ : float
@@ -259,18 +269,18 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
             self._optimise(X, y, Z, constant, callback)
 
         self.X_train_, self.Z_train_ = X, Z
-        C = _covariance(self.kernel_(X, X), Z @ Z.T, self.weight_noise_, self.noise_)
+        kernel = LocallyLinear(self.kernel_, X.shape[1], self.weight_noise_)
+        row_noise = self.noise_ + self.weight_noise_ * np.sum(Z * Z, axis=1)
         try:
-            self.cholesky_, self.jitter_ = cholesky_with_jitter(C)
-        except np.linalg.LinAlgError as error:
+            self.posterior_ = ExactPosterior(
+                np.hstack([X, Z]), y, kernel, row_noise,
+                feature_names=[f"x:{n}" for n in x_names] + [f"z:{n}" for n in z_names],
+            )
+        except ValueError as error:  # C not positive definite even with jitter
             raise FitError(str(error)) from None
-        self.alpha_ = cho_solve((self.cholesky_, True), y)
-        self.log_marginal_likelihood_value_ = float(
-            -0.5 * y @ self.alpha_
-            - np.sum(np.log(np.diag(self.cholesky_)))
-            - 0.5 * y.size * np.log(2.0 * np.pi)
-        )
-        check_finite_result("GPXRegressor.fit", self.alpha_)
+        self.alpha_ = self.posterior_.alpha
+        self.cholesky_, self.jitter_ = self.posterior_.cholesky, self.posterior_.jitter
+        self.log_marginal_likelihood_value_ = self.posterior_.log_marginal_likelihood()
         self.feature_names_in_ = list(z_names)
         self.n_features_in_ = Z.shape[1]
         self.kernel_feature_names_ = list(x_names)
@@ -325,33 +335,6 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
         check_feature_names(Z, z_names, self.feature_names_in_, "Z", what="columns")
         return values, z_values
 
-    def _latent_moments(self, X, Z, with_var: bool = True):
-        """E[w*^T z*] (m,) and, if asked, Var[w*^T z*] (m,) for validated query rows.
-
-        Uses ``c* = k* o (Z_train z*)`` (eq. 14): O(n d) per point for the mean, plus a
-        triangular solve, O(n^2), for the variance.
-        """
-        cross = self.kernel_(X, self.X_train_) * (Z @ self.Z_train_.T)  # rows are c*^T
-        mean = cross @ self.alpha_
-        if not with_var:
-            return mean, None
-        whitened = solve_triangular(self.cholesky_, cross.T, lower=True, check_finite=False)
-        prior = (self.kernel_.diag(X) + self.weight_noise_) * np.sum(Z * Z, axis=1)
-        return mean, np.maximum(prior - np.sum(whitened**2, axis=0), 0.0)
-
-    def _map_rows(self, function, X, Z, n_slabs: int) -> tuple:
-        """``function(X_rows, Z_rows)`` over chunks of query rows, outputs concatenated.
-
-        ``n_slabs`` counts the (n_train, n_slabs) arrays one point needs, which sets the
-        chunk size (``gpexplain.parallel``).
-        """
-        positions = np.arange(X.shape[0])[:, None]
-        return map_chunks(
-            lambda rows: function(X[rows[:, 0]], Z[rows[:, 0]]),
-            positions,
-            default_chunk_size(self.X_train_.shape[0], n_slabs),
-        )
-
     def predict(self, X, Z=None, return_std: bool = False, noisy: bool = False):
         """Predictive mean (and standard deviation) of y in its original units (eq. 14).
 
@@ -378,31 +361,15 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
             Wrong number of columns, non-finite values, DataFrame columns that do not match
             the training names, Z missing or with a different number of rows.
         """
-        X, Z = self._check_query(X, Z)
-        mean, var = self._map_rows(
-            lambda x, z: self._latent_moments(x, z, with_var=return_std), X, Z, 1
-        )
-        check_finite_result("GPXRegressor.predict", mean, var)
+        inputs = np.hstack(self._check_query(X, Z))
+        posterior = self.posterior_
+        chunk_size = default_chunk_size(*posterior.train_inputs.shape)
         if not return_std:
-            return mean
+            return map_chunks(lambda rows: (posterior.predict_mean(rows),), inputs, chunk_size)[0]
+        mean, var = map_chunks(posterior.predict, inputs, chunk_size)
         if noisy:
             var = var + self.noise_
         return mean, np.sqrt(var)
-
-    def _weight_moments(self, X, Z, return_cov: bool):
-        """E[w*] (m, d) and, if asked, Cov[w*] (m, d, d) for validated query rows."""
-        kernel_cross = self.kernel_(X, self.X_train_)  # k*, (m, n)
-        mean = (kernel_cross * self.alpha_) @ self.Z_train_
-        if not return_cov:
-            return mean, None
-        n, d = self.Z_train_.shape
-        B = kernel_cross[:, :, None] * self.Z_train_  # diag(k*) Z per point, (m, n, d)
-        whitened = solve_triangular(
-            self.cholesky_, np.moveaxis(B, 1, 0).reshape(n, -1), lower=True, check_finite=False
-        ).reshape(n, X.shape[0], d)
-        prior = self.kernel_.diag(X) + self.weight_noise_
-        cov = prior[:, None, None] * np.eye(d) - np.einsum("npi,npj->pij", whitened, whitened)
-        return mean, cov
 
     def explain(self, X, Z=None, what: str = "contributions", return_cov: bool = True):
         """Posterior of the local weights or of the feature contributions (eq. 18).
@@ -439,34 +406,13 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
         ValueError
             Unknown ``what``, or bad query points (see ``predict``).
         """
-        if what not in EXPLAIN_WHAT:
-            raise ValueError(f"unknown what={what!r}; use one of {EXPLAIN_WHAT}.")
-        X, Z = self._check_query(X, Z)
-        contributions = what == "contributions"
-
-        def moments(x, z):
-            # The prediction and its variance come from eq. 14 (c*), independently of the
-            # weight moments, so completeness_gap() checks one against the other.
-            latent = self._latent_moments(x, z, with_var=contributions and return_cov)
-            return *self._weight_moments(x, z, return_cov), *latent
-
-        n_slabs = self.Z_train_.shape[1] if return_cov else 1
-        mean, cov, latent_mean, latent_var = self._map_rows(moments, X, Z, n_slabs)
-        if contributions:
-            mean = mean * Z
-            if cov is not None:
-                cov = cov * Z[:, :, None] * Z[:, None, :]
-        check_finite_result("GPXRegressor.explain", mean, cov, latent_mean, latent_var)
-        return Attribution(
-            mean=mean,
-            cov=cov,
-            X=Z,
-            prediction=latent_mean,
-            baseline=None,
-            baseline_prediction=0.0 if contributions else None,
-            feature_names=list(self.feature_names_in_),
-            method=f"GPX {what}",
-            difference_variance=latent_var,
+        functional = LocalLinearWeight(  # checks ``what``
+            self.X_train_.shape[1], what, feature_names=self.feature_names_in_
+        )
+        inputs = np.hstack(self._check_query(X, Z))
+        return explain_functional(
+            self.posterior_, inputs, functional, return_cov=return_cov,
+            caller="GPXRegressor.explain",
         )
 
 

@@ -168,12 +168,6 @@ def as_posterior(model_or_posterior):
 
     if isinstance(model_or_posterior, Posterior | MixturePosterior):
         return model_or_posterior
-    if hasattr(model_or_posterior, "explain") and not hasattr(model_or_posterior, "posterior_"):
-        # GPX: its explanations are its own local linear weights, not functionals of f.
-        raise TypeError(
-            f"{type(model_or_posterior).__name__} explains itself: use model.explain(X) "
-            "(contributions or weights)."
-        )
     if hasattr(type(model_or_posterior), "posterior_") or hasattr(model_or_posterior, "fit"):
         posterior = getattr(model_or_posterior, "posterior_", None)
         if posterior is None:

@@ -20,7 +20,9 @@ _MAX_RELATIVE_JITTER = 1e-4
 def cholesky_with_jitter(matrix: np.ndarray) -> tuple[np.ndarray, float]:
     """Lower Cholesky factor of a symmetric PSD matrix, adding diagonal jitter only if needed.
 
-    Jitter starts at 1e-10 times the mean diagonal and grows tenfold up to 1e-4 times it.
+    Jitter starts at 1e-10 times the mean diagonal and grows tenfold up to 1e-4 times it (at
+    most seven tries). A matrix whose diagonal is zero or not finite has no scale to set a
+    jitter by and is refused at once (it used to loop forever).
 
     Returns
     -------
@@ -38,12 +40,16 @@ def cholesky_with_jitter(matrix: np.ndarray) -> tuple[np.ndarray, float]:
     except np.linalg.LinAlgError:
         pass
     scale = float(np.mean(np.diag(matrix)))
-    jitter = 1e-10 * scale
-    while jitter <= _MAX_RELATIVE_JITTER * scale:
+    if not (np.isfinite(scale) and scale > 0):
+        raise np.linalg.LinAlgError(
+            f"kernel matrix is not positive definite and its mean diagonal is {scale:g}, so no "
+            "jitter relative to it can help (e.g. a linear kernel on all-zero inputs); use a "
+            "positive noise variance or another kernel."
+        )
+    for jitter in scale * np.logspace(-10, np.log10(_MAX_RELATIVE_JITTER), 7):
         try:
             L = np.linalg.cholesky(matrix + jitter * np.eye(matrix.shape[0]))
         except np.linalg.LinAlgError:
-            jitter *= 10.0
             continue
         warnings.warn(
             f"kernel matrix was not numerically positive definite; added jitter {jitter:.3g} "
@@ -58,6 +64,31 @@ def cholesky_with_jitter(matrix: np.ndarray) -> tuple[np.ndarray, float]:
     )
 
 
+def _as_noise(noise, n_train: int) -> float | np.ndarray:
+    """A noise variance >= 0: a float, or a float64 vector with one entry per training row."""
+    if isinstance(noise, str) or noise is None or isinstance(noise, bool):
+        raise TypeError(
+            f"noise must be a variance >= 0 (a number, or one per training row), got {noise!r}."
+        )
+    values = np.asarray(noise, dtype=np.float64)
+    if values.ndim == 0:
+        value = float(values)
+        if not np.isfinite(value) or value < 0:
+            raise ValueError(f"noise must be a finite variance >= 0, got {value}.")
+        return value
+    if values.shape != (n_train,):
+        raise ValueError(
+            f"noise must be a scalar variance or have one entry per training row ({n_train}), "
+            f"got shape {values.shape}."
+        )
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    if bad.size:
+        raise ValueError(
+            f"noise must be finite variances >= 0; row {int(bad[0])} has {values[bad[0]]}."
+        )
+    return values.copy()
+
+
 class ExactPosterior(Posterior):
     """Exact GP regression posterior with fixed hyperparameters (no fitting).
 
@@ -69,8 +100,10 @@ class ExactPosterior(Posterior):
         Training targets.
     kernel : gpexplain kernel or gpytorch.kernels.Kernel
         Prior covariance, e.g. ``gx.kernels.RBF(lengthscale=[0.8, 1.5], variance=1.2)``.
-    noise : float
-        Gaussian observation-noise *variance* (>= 0), in squared units of y.
+    noise : float or array-like of shape (n_train,)
+        Gaussian observation-noise *variance* (>= 0), in squared units of y: one for every
+        row, or one per training row (heteroscedastic noise, e.g. GPX's
+        ``noise + weight_noise |z_i|^2``).
     mean : float, default 0.0
         Constant prior mean m0.
     feature_names : sequence of str, optional
@@ -81,7 +114,7 @@ class ExactPosterior(Posterior):
     train_inputs : ndarray (n_train, n_features)
         Z in the representer form (here the training inputs).
     alpha : ndarray (n_train,)
-        ``a = (K + noise I)^{-1} (y - m0)``.
+        ``a = (K + diag(noise))^{-1} (y - m0)``.
     cholesky : ndarray (n_train, n_train)
         Lower Cholesky factor of ``K + noise I`` (plus ``jitter`` when it was needed).
     jitter : float
@@ -96,9 +129,7 @@ class ExactPosterior(Posterior):
     def __init__(self, X, y, kernel, noise: float, mean: float = 0.0, feature_names=None):
         X, names = as_feature_matrix(X, "X", feature_names)
         y = as_target(y, X.shape[0])
-        noise = float(noise)
-        if not np.isfinite(noise) or noise < 0:
-            raise ValueError(f"noise must be a finite variance >= 0, got {noise}.")
+        noise = _as_noise(noise, X.shape[0])
         mean = float(mean)
         if not np.isfinite(mean):
             raise ValueError(f"mean must be a finite constant, got {mean}.")
@@ -118,9 +149,13 @@ class ExactPosterior(Posterior):
 
     def __repr__(self) -> str:
         n, d = self.train_inputs.shape
+        noise = (
+            f"{self.noise:.4g}" if np.ndim(self.noise) == 0
+            else f"per row {np.min(self.noise):.4g}..{np.max(self.noise):.4g}"
+        )
         return (
             f"ExactPosterior(n_train={n}, n_features={d}, kernel={self.kernel!r}, "
-            f"noise={self.noise:.4g})"
+            f"noise={noise})"
         )
 
     def whiten(self, cross: np.ndarray) -> np.ndarray:
