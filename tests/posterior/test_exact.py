@@ -220,3 +220,54 @@ def test_dataframe_query_with_other_columns_is_refused():
     posterior.predict(X[:2])  # NumPy carries no names: fine
     with pytest.raises(ValueError, match=r"do not match the training features"):
         posterior.predict(frame[["b", "a", "c"]].iloc[:2])
+
+
+# -- per-row noise and the jitter bound -------------------------------------------------------
+def test_per_row_noise_matches_dense_formulas():
+    from scipy.stats import multivariate_normal
+
+    rng = np.random.default_rng(7)
+    X, y = rng.normal(size=(12, 2)), rng.normal(size=12)
+    noise = rng.uniform(0.01, 0.5, size=12)
+    kernel = RBF([0.8, 1.3], 1.1)
+    posterior = ExactPosterior(X, y, kernel, noise, mean=0.2)
+    C = kernel(X, X) + np.diag(noise)
+    np.testing.assert_allclose(posterior.alpha, np.linalg.solve(C, y - 0.2), rtol=1e-10)
+    Xq = rng.normal(size=(5, 2))
+    cross = kernel(Xq, X)
+    mean, var = posterior.predict(Xq)
+    np.testing.assert_allclose(mean, 0.2 + cross @ np.linalg.solve(C, y - 0.2), rtol=1e-10)
+    expected_var = kernel.diag(Xq) - np.einsum("pn,pn->p", cross, np.linalg.solve(C, cross.T).T)
+    np.testing.assert_allclose(var, expected_var, rtol=1e-9)
+    np.testing.assert_allclose(
+        posterior.log_marginal_likelihood(), multivariate_normal(np.full(12, 0.2), C).logpdf(y),
+        rtol=1e-12,
+    )
+    equal = ExactPosterior(X, y, kernel, np.full(12, 0.3))
+    np.testing.assert_array_equal(equal.alpha, ExactPosterior(X, y, kernel, 0.3).alpha)
+
+
+@pytest.mark.parametrize(
+    "noise, error, match",
+    [
+        (np.ones(3), ValueError, r"one entry per training row \(4\)"),
+        (np.array([0.1, -0.1, 0.1, 0.1]), ValueError, "row 1"),
+        (None, TypeError, "noise must be a variance"),
+        ("0.1", TypeError, "noise must be a variance"),
+        (-1.0, ValueError, "noise must be a finite variance >= 0"),
+    ],
+)
+def test_bad_noise_is_named(noise, error, match):
+    X = np.arange(8.0).reshape(4, 2)
+    with pytest.raises(error, match=match):
+        ExactPosterior(X, np.zeros(4), RBF(1.0), noise)
+
+
+def test_zero_kernel_diagonal_is_refused_not_looped():
+    # A linear kernel on all-zero inputs with no noise: K = 0, so no jitter relative to its
+    # diagonal exists (this used to loop forever).
+    import gpytorch
+
+    X = np.zeros((3, 2))
+    with pytest.raises(ValueError, match="mean diagonal is 0"):
+        ExactPosterior(X, np.ones(3), gpytorch.kernels.LinearKernel(), 0.0)
