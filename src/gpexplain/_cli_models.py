@@ -7,12 +7,14 @@ writes files. Estimators are imported when chosen, so ``gpexplain --help`` stays
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 __all__ = [
     "MODELS",
+    "TABLE",
     "KERNELS",
     "METHODS",
     "Choice",
@@ -29,22 +31,103 @@ METHODS = ("auto", "ig", "shapley")
 DEFAULT_N_INDUCING = 256
 DEFAULT_N_FREQUENCIES = 500
 
-# Per model: the kernels --kernel may choose, or (a string) the one kernel the model defines
-# itself; and the explanation methods accepted (the first is what "auto" means).
-_KERNELS_OF = {
-    "exact": KERNELS,
-    "sparse": ("ard", "isotropic"),
-    "random-features": "random Fourier features of an ARD squared exponential",
-    "additive": "orthogonal additive (squared-exponential components)",
-    "gpx": "squared exponential over the local linear weights",
+# -- what each --method computes (imports at call time keep `gpexplain --help` fast) ---------
+def _integrated_gradients(model, X, baseline):
+    from gpexplain.explain import integrated_gradients
+
+    return integrated_gradients(model, X, baseline=baseline)
+
+
+def _shapley_values(model, X, baseline):
+    from gpexplain.explain import shapley_values
+
+    return shapley_values(model, X)
+
+
+def _gpx_contributions(model, X, baseline):
+    return model.explain(X, what="contributions")
+
+
+def _gpx_weights(model, X):
+    return {"weights": model.explain(X, what="weights")}
+
+
+def _global_shapley(model, X):
+    from gpexplain.explain import global_shapley_values
+
+    return {"global": global_shapley_values(model)}
+
+
+# -- the estimators ----------------------------------------------------------------------------
+def _exact(choice, n_rows, exact_estimator):
+    return exact_estimator(kernel=choice.kernel, random_state=choice.seed)
+
+
+def _sparse(choice, n_rows, exact_estimator):
+    from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
+
+    return SparseGPRegressor(
+        n_inducing=min(choice.n_inducing, n_rows), kernel=choice.kernel, random_state=choice.seed
+    )
+
+
+def _random_features(choice, n_rows, exact_estimator):
+    from gpexplain.models.random_feature_gp_regressor import RandomFeatureGPRegressor
+
+    return RandomFeatureGPRegressor(n_frequencies=DEFAULT_N_FREQUENCIES, random_state=choice.seed)
+
+
+def _additive(choice, n_rows, exact_estimator):
+    from gpexplain.models.additive_gp_regressor import AdditiveGPRegressor
+
+    return AdditiveGPRegressor(random_state=choice.seed)
+
+
+def _gpx(choice, n_rows, exact_estimator):
+    from gpexplain.models.gpx_regressor import GPXRegressor
+
+    return GPXRegressor(random_state=choice.seed)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One row of the table: what ``--model NAME`` means.
+
+    Attributes
+    ----------
+    build : callable(choice, n_rows, exact_estimator) -> unfitted estimator
+    kernels : tuple of str, or str
+        The ``--kernel`` choices it accepts, or (a string) the one kernel it defines itself.
+    methods : dict
+        ``--method`` name -> ``explain(model, X, baseline) -> Attribution``; the first is what
+        ``auto`` means.
+    extras : callable(model, X) -> dict, optional
+        What the model adds to the outputs (GPX: its weights; additive: global values).
+    """
+
+    build: Callable
+    kernels: tuple | str
+    methods: dict
+    extras: Callable | None = None
+
+
+TABLE = {
+    "exact": ModelSpec(_exact, KERNELS, {"ig": _integrated_gradients}),
+    "sparse": ModelSpec(_sparse, ("ard", "isotropic"), {"ig": _integrated_gradients}),
+    "random-features": ModelSpec(
+        _random_features, "random Fourier features of an ARD squared exponential",
+        {"ig": _integrated_gradients},
+    ),
+    "additive": ModelSpec(
+        _additive, "orthogonal additive (squared-exponential components)",
+        {"shapley": _shapley_values, "ig": _integrated_gradients}, _global_shapley,
+    ),
+    "gpx": ModelSpec(
+        _gpx, "squared exponential over the local linear weights",
+        {"contributions": _gpx_contributions}, _gpx_weights,
+    ),
 }
-_METHODS_OF = {
-    "exact": ("ig",),
-    "sparse": ("ig",),
-    "random-features": ("ig",),
-    "additive": ("shapley", "ig"),
-    "gpx": ("contributions",),
-}
+assert tuple(TABLE) == MODELS
 
 
 @dataclass(frozen=True)
@@ -61,7 +144,7 @@ class Choice:
     @property
     def kernel_label(self) -> str:
         """The kernel as reported: the --kernel choice, or the model's own kernel."""
-        own = _KERNELS_OF[self.model]
+        own = TABLE[self.model].kernels
         return own if isinstance(own, str) else self.kernel
 
     @property
@@ -82,7 +165,7 @@ def check_choice(model: str, kernel: str, method: str, seed: int, n_inducing: in
     model = _one_of(model, MODELS, "--model")
     kernel = _one_of(kernel, KERNELS, "--kernel")
     method = _one_of(method, METHODS, "--method")
-    kernels = _KERNELS_OF[model]
+    kernels = TABLE[model].kernels
     if isinstance(kernels, str):
         if kernel != "ard":
             raise ValueError(
@@ -91,7 +174,7 @@ def check_choice(model: str, kernel: str, method: str, seed: int, n_inducing: in
             )
     elif kernel not in kernels:
         raise ValueError(f"--model {model} supports --kernel {', '.join(kernels)}, not {kernel}")
-    methods = _METHODS_OF[model]
+    methods = tuple(TABLE[model].methods)
     if method == "auto":
         method = methods[0]
     elif method not in methods:
@@ -108,28 +191,7 @@ def check_choice(model: str, kernel: str, method: str, seed: int, n_inducing: in
 
 def build_model(choice: Choice, n_rows: int, exact_estimator):
     """An unfitted estimator for ``choice`` (``exact_estimator``: the exact GP class)."""
-    seed = choice.seed
-    if choice.model == "exact":
-        return exact_estimator(kernel=choice.kernel, random_state=seed)
-    if choice.model == "sparse":
-        from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
-
-        return SparseGPRegressor(
-            n_inducing=min(choice.n_inducing, n_rows),
-            kernel=choice.kernel,
-            random_state=seed,
-        )
-    if choice.model == "random-features":
-        from gpexplain.models.random_feature_gp_regressor import RandomFeatureGPRegressor
-
-        return RandomFeatureGPRegressor(n_frequencies=DEFAULT_N_FREQUENCIES, random_state=seed)
-    if choice.model == "additive":
-        from gpexplain.models.additive_gp_regressor import AdditiveGPRegressor
-
-        return AdditiveGPRegressor(random_state=seed)
-    from gpexplain.models.gpx_regressor import GPXRegressor
-
-    return GPXRegressor(random_state=seed)
+    return TABLE[choice.model].build(choice, n_rows, exact_estimator)
 
 
 def explain(choice: Choice, model, X, baseline) -> tuple:
@@ -138,24 +200,9 @@ def explain(choice: Choice, model, X, baseline) -> tuple:
     ``extras`` holds what some models add: ``"weights"`` (GPX: the Attribution of the local
     linear weights) and ``"global"`` (additive GP: global Shapley values).
     """
-    if choice.method == "ig":
-        from gpexplain.explain import integrated_gradients
-
-        attribution = integrated_gradients(model, X, baseline=baseline)
-    elif choice.method == "shapley":
-        from gpexplain.explain.shapley import shapley_values
-
-        attribution = shapley_values(model, X)
-    else:
-        attribution = model.explain(X, what="contributions")
-    extras = {}
-    if choice.model == "gpx":
-        extras["weights"] = model.explain(X, what="weights")
-    if choice.model == "additive":
-        from gpexplain.explain.shapley import global_shapley_values
-
-        extras["global"] = global_shapley_values(model)
-    return attribution, extras
+    spec = TABLE[choice.model]
+    attribution = spec.methods[choice.method](model, X, baseline)
+    return attribution, ({} if spec.extras is None else spec.extras(model, X))
 
 
 def finite_or_none(value) -> float | None:
