@@ -12,7 +12,7 @@ from sklearn.datasets import load_diabetes
 
 from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.kernels import RBF
-from gpexplain.models.gp_regressor import FitError, GPRegressor
+from gpexplain.models import FitError, GPRegressor
 from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
 from gpexplain.posterior.exact import ExactPosterior
 from gpexplain.posterior.variational import VariationalPosterior

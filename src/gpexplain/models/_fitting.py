@@ -177,3 +177,60 @@ def maximise_exact_marginal_likelihood(
         model.load_state_dict(best["state"])
         stopped_early = True
     return model, likelihood, stopped_early
+
+
+def best_of_starts(starts, optimise, log_marginal_likelihood, failure_hint: str):
+    """The one restart loop of the multi-start estimators: optimise from every start, keep the
+    best log marginal likelihood.
+
+    Policy (the same for every estimator): a start whose optimiser raised part-way (e.g. a
+    kernel matrix that is not positive definite in a line search, typical of nearly noise-free
+    data) keeps the best point it had evaluated and is marked ``stopped_early``; a start that
+    failed before any evaluation, ended at non-finite values, or whose point is not positive
+    definite when re-evaluated is discarded.
+
+    Parameters
+    ----------
+    starts : list
+        Starting points, in the estimator's own parameterisation.
+    optimise : callable(index, start) -> (hyper, stopped_early) or None
+    log_marginal_likelihood : callable(hyper) -> float
+        Raises ValueError when the point is not positive definite.
+    failure_hint : str
+        What to try when every start failed (appended to the ``FitError`` message).
+
+    Returns
+    -------
+    best_lml : float
+    best_hyper : the ``hyper`` of the best start
+    restarts : list of dict
+        Per start: ``start`` (index), ``log_marginal_likelihood`` (None when discarded) and
+        ``stopped_early`` (None when the optimiser produced nothing).
+
+    Raises
+    ------
+    FitError
+        Every start was discarded.
+    """
+    results, restarts = [], []
+    for index, start in enumerate(starts):
+        outcome = optimise(index, start)
+        lml = None
+        if outcome is not None:
+            try:
+                lml = log_marginal_likelihood(outcome[0])
+            except ValueError:  # not positive definite at these hyperparameters
+                pass
+        restarts.append({
+            "start": index,
+            "log_marginal_likelihood": lml,
+            "stopped_early": None if outcome is None else outcome[1],
+        })
+        if lml is not None:
+            results.append((lml, outcome[0]))
+    if not results:
+        raise FitError(
+            f"hyperparameter optimisation failed from every starting point; {failure_hint}"
+        )
+    best_lml, best_hyper = max(results, key=lambda item: item[0])
+    return best_lml, best_hyper, restarts

@@ -36,7 +36,7 @@ from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
-    FitError,
+    best_of_starts,
     check_multistart_params,
     check_optimizer,
     maximise_exact_marginal_likelihood,
@@ -203,29 +203,24 @@ class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         ys = (y - y_mean) / y_scale
         standard_measure = Gaussian(0.0, 1.0) if self.measure == "gaussian" else Empirical(Xs)
 
-        results, self.restarts_ = [], []
         starts = self._starting_points(active.size, order, y_scale)
-        for index, start in enumerate(starts):
-            hyper = start if self.optimizer is None else _optimise(
-                Xs, ys, standard_measure.resolve(active.size), order, start, self.max_iter,
-                callback, index, len(starts),
+        measure = standard_measure.resolve(active.size)
+
+        def optimise(index, start):
+            if self.optimizer is None:
+                return start, False
+            return _optimise(
+                Xs, ys, measure, order, start, self.max_iter, callback, index, len(starts)
             )
-            lml = None
-            if hyper is not None:
-                kernel = OrthogonalAdditive(hyper[0], hyper[1], standard_measure, max_order=order)
-                try:
-                    lml = ExactPosterior(Xs, ys, kernel, hyper[2]).log_marginal_likelihood()
-                except ValueError:  # not positive definite at these hyperparameters
-                    pass
-            self.restarts_.append({"start": index, "log_marginal_likelihood": lml})
-            if lml is not None:
-                results.append((lml, hyper))
-        if not results:
-            raise FitError(
-                "hyperparameter optimisation failed from every starting point; try "
-                "optimizer=None with a given noise, a lower max_order, or rescale the data."
-            )
-        best_lml, (lengthscale, variances, noise) = max(results, key=lambda item: item[0])
+
+        def log_marginal_likelihood(hyper):
+            kernel = OrthogonalAdditive(hyper[0], hyper[1], standard_measure, max_order=order)
+            return ExactPosterior(Xs, ys, kernel, hyper[2]).log_marginal_likelihood()
+
+        best_lml, (lengthscale, variances, noise), self.restarts_ = best_of_starts(
+            starts, optimise, log_marginal_likelihood,
+            "try optimizer=None with a given noise, a lower max_order, or rescale the data.",
+        )
 
         self.input_transform_ = transform
         self.lengthscale_ = original_lengthscales(
@@ -255,9 +250,9 @@ class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
 def _optimise(Xs, ys, measure, order, start, max_iter, callback, start_index, n_starts):
     """Maximise the exact log marginal likelihood from one start; standardised units.
 
-    Returns (lengthscales, order variances, noise), or None when the optimiser failed (a
-    start whose line search raised is discarded, not kept at its best point) or produced
-    non-finite values.
+    Returns ((lengthscales, order variances, noise), stopped_early), or None when the
+    optimiser failed before any evaluation or produced non-finite values (policy:
+    ``gpexplain.models._fitting.best_of_starts``).
     """
     lengthscale, variances, noise = start
     kernel = OrthogonalAdditive(lengthscale, variances, measure, max_order=order)
@@ -270,9 +265,9 @@ def _optimise(Xs, ys, measure, order, start, max_iter, callback, start_index, n_
         Xs, ys, gpytorch.means.ZeroMean(), covar_module, noise, max_iter, callback,
         start_index, n_starts,
     )
-    if fitted is None or fitted[2]:
+    if fitted is None:
         return None
-    _, likelihood, _ = fitted
+    _, likelihood, stopped_early = fitted
     values = (
         covar_module.lengthscale.detach().numpy().reshape(-1).copy(),
         covar_module.order_variances.detach().numpy().copy(),
@@ -280,4 +275,4 @@ def _optimise(Xs, ys, measure, order, start, max_iter, callback, start_index, n_
     )
     if not all(np.all(np.isfinite(v)) for v in values):
         return None
-    return values
+    return values, stopped_early

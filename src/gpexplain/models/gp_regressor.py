@@ -30,7 +30,7 @@ from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
-    FitError,
+    best_of_starts,
     check_multistart_params,
     check_optimizer,
     maximise_exact_marginal_likelihood,
@@ -335,38 +335,25 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
 
         starts = self._starting_points(ard, scaling, y_scale)
         rng = np.random.default_rng([self.random_state, 1])  # shapes of restarts, not starts
-        results, self.restarts_ = [], []
-        for index, start in enumerate(starts):
+
+        def optimise(index, start):
             if self.optimizer is None:
-                module = self._given_module(kind, start, x_mean, x_scale, y_scale)
-                hyper = (module, start[2], 0.0, False)
-            else:
-                module = self._covar_module(kind, start, index, rng)
-                hyper = _optimise(
-                    Xs, ys, module, start[2], self.max_iter, callback, index, len(starts)
-                )
-            lml = None
-            if hyper is not None:
-                try:
-                    standard = ExactPosterior(
-                        Xs, ys, as_kernel(copy.deepcopy(hyper[0])), hyper[1], mean=hyper[2]
-                    )
-                    lml = standard.log_marginal_likelihood()
-                except ValueError:  # not positive definite at these hyperparameters
-                    pass
-            self.restarts_.append({
-                "start": index,
-                "log_marginal_likelihood": lml,
-                "stopped_early": None if hyper is None else hyper[3],
-            })
-            if lml is not None:
-                results.append((lml, hyper))
-        if not results:
-            raise FitError(
-                "hyperparameter optimisation failed from every starting point; try "
-                "optimizer=None with a given kernel and noise, or rescale the data."
+                given = self._given_module(kind, start, x_mean, x_scale, y_scale)
+                return (given, start[2], 0.0), False
+            module = self._covar_module(kind, start, index, rng)
+            return _optimise(Xs, ys, module, start[2], self.max_iter, callback, index, len(starts))
+
+        def log_marginal_likelihood(hyper):
+            module, noise, constant_mean = hyper
+            standard = ExactPosterior(
+                Xs, ys, as_kernel(copy.deepcopy(module)), noise, mean=constant_mean
             )
-        best_lml, (module, noise, constant_mean, _) = max(results, key=lambda item: item[0])
+            return standard.log_marginal_likelihood()
+
+        best_lml, (module, noise, constant_mean), self.restarts_ = best_of_starts(
+            starts, optimise, log_marginal_likelihood,
+            "try optimizer=None with a given kernel and noise, or rescale the data.",
+        )
 
         self.kernel_ = self._original_units(
             kind, module, X.shape[1], active, x_mean, x_scale, y_scale
@@ -389,7 +376,7 @@ def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_st
     ``covar_module`` (standardised units) is set to the start and trained in place, with a
     constant prior mean.
 
-    Returns (covar_module, noise, constant mean, stopped_early) in standardised units, or
+    Returns ((covar_module, noise, constant mean), stopped_early) in standardised units, or
     None when the optimiser failed before any evaluation or produced non-finite values.
     ``stopped_early``: the optimiser raised (e.g. a matrix not positive definite in a line
     search) and the best point it had evaluated is returned; nearly noise-free data drive a
@@ -413,4 +400,4 @@ def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_st
         and all(bool(torch.all(torch.isfinite(value))) for value in parameters)
     ):
         return None
-    return model.covar_module.eval(), noise, constant_mean, stopped_early
+    return (model.covar_module.eval(), noise, constant_mean), stopped_early
