@@ -23,33 +23,27 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from gpexplain._validation import as_feature_matrix, as_target
-from gpexplain.kernels import RBF, as_kernel
-from gpexplain.kernels.gpytorch_adapter import input_scaled, squared_exponential
+from gpexplain.kernels import as_kernel
 from gpexplain.models._base import PosteriorPredictMixin
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
-    LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
     best_of_starts,
     check_multistart_params,
     check_optimizer,
     maximise_exact_marginal_likelihood,
 )
+from gpexplain.models._kernel_choices import kernel_choice
 from gpexplain.models._standardisation import (
     IGNORED,
     FeatureScaling,
     constant_columns,
-    original_lengthscales,
     target_scaling,
 )
 from gpexplain.posterior import ExactPosterior
 
 __all__ = ["GPRegressor"]
 
-KERNELS = ("ard", "isotropic")  # the squared-exponential names (shared with SparseGPRegressor)
-STATIONARY_KERNELS = ("matern52", "matern32", "rq")
-KERNEL_NAMES = KERNELS + STATIONARY_KERNELS
-_MATERN_NU = {"matern52": 2.5, "matern32": 1.5}
 
 
 class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
@@ -147,47 +141,21 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         self.random_state = random_state
 
     # -- fitting ------------------------------------------------------------------------
-    def _kind(self) -> str:
-        """"se", "matern52", "matern32", "rq" or "gpytorch" (a user-supplied module)."""
-        if isinstance(self.kernel, RBF):
-            return "se"
-        if isinstance(self.kernel, gpytorch.kernels.Kernel):
-            return "gpytorch"
-        if isinstance(self.kernel, str) and self.kernel in KERNEL_NAMES:
-            return "se" if self.kernel in KERNELS else self.kernel
-        raise ValueError(
-            f"unknown kernel {self.kernel!r}; use one of {KERNEL_NAMES}, a gx.kernels.RBF or "
-            "a gpytorch.kernels.Kernel."
-        )
-
-    def _check_params(self) -> bool:
-        """Validate constructor arguments; return whether the kernel is ARD."""
-        kind = self._kind()
-        if isinstance(self.kernel, RBF):
-            # A scalar lengthscale in original units is per-feature on standardised inputs:
-            # kept exactly when not optimised, tied (isotropic) when optimised.
-            ard = self.kernel.ard or self.optimizer is None
-        else:
-            ard = self.kernel != "isotropic"
+    def _check_params(self):
+        """Validate constructor arguments; return the kernel choice and whether it is ARD."""
+        choice = kernel_choice(self.kernel)
         check_optimizer(self.optimizer)
-        if self.optimizer is None and kind not in ("gpytorch",) and not isinstance(
-            self.kernel, RBF
-        ):
+        if self.optimizer is None and not choice.has_values:
             raise ValueError(
                 "optimizer=None needs kernel=gx.kernels.RBF(...) or a GPyTorch kernel with its "
                 "values."
             )
         check_multistart_params(self)
-        return ard
+        return choice, choice.is_ard(self.optimizer)
 
-    def _starting_points(self, ard: bool, scaling: FeatureScaling, y_scale) -> list:
+    def _starting_points(self, choice, ard: bool, scaling: FeatureScaling, y_scale) -> list:
         """Hyperparameters (standardised units) of the first and the random starts."""
-        if isinstance(self.kernel, RBF):
-            lengthscale = scaling.standardised_lengthscales(self.kernel, ard)
-            outputscale = self.kernel.variance / y_scale**2
-        else:
-            lengthscale = np.ones(scaling.active.size if ard else 1)
-            outputscale = 1.0
+        lengthscale, outputscale = choice.first_start(scaling, ard, y_scale)
         noise = DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
         starts = [(lengthscale, outputscale, max(noise, 2 * NOISE_LOWER_BOUND))]
         rng = np.random.default_rng(self.random_state)
@@ -200,91 +168,6 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
                 )
             )
         return starts
-
-    def _covar_module(self, kind: str, start, index: int, rng):
-        """Fresh covariance module (standardised units) set to a starting point.
-
-        SE, Matern, RQ: ``ScaleKernel`` of the ARD (or isotropic SE) kernel with the start's
-        lengthscale and output scale (RQ alpha: 1 first, log-uniform in [0.1, 10] after). A
-        user kernel: a copy, as given first, with every lengthscale, output scale and alpha
-        drawn log-uniformly in [0.1, 10] after.
-        """
-        lengthscale, outputscale, _ = start
-        if kind == "gpytorch":
-            module = copy.deepcopy(self.kernel).double()
-            if index > 0:
-                for child in module.modules():
-                    for name in ("lengthscale", "outputscale", "alpha"):
-                        current = getattr(child, name, None) if hasattr(child, f"raw_{name}") \
-                            else None
-                        if isinstance(current, torch.Tensor):
-                            drawn = np.exp(rng.uniform(np.log(0.1), np.log(10.0), current.shape))
-                            setattr(child, name, torch.as_tensor(drawn))
-            return module
-        bound = gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND)
-        ard_dims = len(lengthscale) if len(lengthscale) > 1 else None
-        if kind == "se":
-            base = gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=bound)
-        elif kind == "rq":
-            base = gpytorch.kernels.RQKernel(ard_num_dims=ard_dims, lengthscale_constraint=bound)
-        else:
-            base = gpytorch.kernels.MaternKernel(
-                nu=_MATERN_NU[kind], ard_num_dims=ard_dims, lengthscale_constraint=bound
-            )
-        module = gpytorch.kernels.ScaleKernel(base).double()
-        base.lengthscale = torch.as_tensor(lengthscale)
-        module.outputscale = torch.tensor(float(outputscale), dtype=torch.float64)
-        if kind == "rq":
-            alpha = 1.0 if index == 0 else float(np.exp(rng.uniform(np.log(0.1), np.log(10.0))))
-            base.alpha = torch.tensor(alpha, dtype=torch.float64)
-        return module
-
-    def _given_module(self, kind, start, x_mean, x_scale, y_scale):
-        """optimizer=None: the given kernel in standardised units (module, or RBF)."""
-        if kind == "gpytorch":
-            # k_s(xs, xs') = k(xs * std + mean, ...) / var_y, exactly.
-            return input_scaled(
-                copy.deepcopy(self.kernel), -x_mean / x_scale, 1.0 / x_scale, 1.0 / y_scale**2
-            )
-        # A given RBF stays an RBF: a GPyTorch round trip (softplus) would perturb its values.
-        return RBF(start[0], start[1])
-
-    def _original_units(self, kind, module, n_features, active, x_mean, x_scale, y_scale):
-        """The fitted standardised-units module as a gpexplain kernel in original units."""
-        if kind == "gpytorch":
-            if self.optimizer is None:
-                return as_kernel(copy.deepcopy(self.kernel))
-            fitted_se = squared_exponential(module)
-            if fitted_se is not None:  # closed-form explanations stay available
-                lengthscale = fitted_se._lengthscales(n_features) * x_scale
-                return RBF(lengthscale, fitted_se.variance * y_scale**2)
-            return as_kernel(input_scaled(module, x_mean, x_scale, y_scale**2))
-        if isinstance(module, RBF):
-            lengthscale, outputscale = module.lengthscale, module.variance * y_scale**2
-        else:
-            base = module.base_kernel
-            lengthscale = base.lengthscale.detach().numpy().reshape(-1)
-            outputscale = float(module.outputscale.detach()) * y_scale**2
-        if kind == "se":
-            return RBF(original_lengthscales(lengthscale, x_scale, active, n_features), outputscale)
-        # Matern / RQ: the same ARD kernel over the non-constant columns, lengthscales in the
-        # units of X (the standardisation shift cancels in x - x').
-        dims = None if active.size == n_features else torch.as_tensor(active)
-        if kind == "rq":
-            original = gpytorch.kernels.RQKernel(ard_num_dims=active.size, active_dims=dims)
-        else:
-            original = gpytorch.kernels.MaternKernel(
-                nu=base.nu, ard_num_dims=active.size, active_dims=dims
-            )
-        # float64 before any value is set: a float32 parameter would round it.
-        scaled = gpytorch.kernels.ScaleKernel(original).double()
-        if kind == "rq":
-            original.alpha = base.alpha.detach().clone()
-        original.lengthscale = torch.as_tensor(
-            np.broadcast_to(lengthscale, (active.size,)) * x_scale
-        )
-        scaled.outputscale = torch.tensor(outputscale, dtype=torch.float64)
-        return as_kernel(scaled)
 
     def fit(self, X, y, *, callback=None):
         """Fit the hyperparameters and build the posterior.
@@ -301,18 +184,19 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         -------
         self
         """
-        ard = self._check_params()
-        kind = self._kind()
+        choice, ard = self._check_params()
         X, names = as_feature_matrix(X, "X", min_rows=2)
         y = as_target(y, X.shape[0])
         consequence = (
             "a user-supplied kernel still sees them (standardised by 1)"
-            if kind == "gpytorch"
+            if choice.sees_constant_columns
             else IGNORED
         )
         constant = constant_columns(X, names, consequence)
         # A user kernel indexes columns itself (active_dims): it gets all of them.
-        active = np.arange(X.shape[1]) if kind == "gpytorch" else np.flatnonzero(~constant)
+        active = np.arange(X.shape[1]) if choice.sees_constant_columns else np.flatnonzero(
+            ~constant
+        )
         scaling = FeatureScaling(X, active)
         x_mean, x_scale = scaling.x_mean, scaling.x_scale
         y_mean, y_scale = target_scaling(y)
@@ -333,14 +217,14 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
             distinct = np.sort(distinct)
             Xs, ys = Xs[distinct], ys[distinct]
 
-        starts = self._starting_points(ard, scaling, y_scale)
+        starts = self._starting_points(choice, ard, scaling, y_scale)
         rng = np.random.default_rng([self.random_state, 1])  # shapes of restarts, not starts
 
         def optimise(index, start):
             if self.optimizer is None:
-                given = self._given_module(kind, start, x_mean, x_scale, y_scale)
+                given = choice.given_module(start, x_mean, x_scale, y_scale)
                 return (given, start[2], 0.0), False
-            module = self._covar_module(kind, start, index, rng)
+            module = choice.module(start, index, rng)
             return _optimise(Xs, ys, module, start[2], self.max_iter, callback, index, len(starts))
 
         def log_marginal_likelihood(hyper):
@@ -355,8 +239,8 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
             "try optimizer=None with a given kernel and noise, or rescale the data.",
         )
 
-        self.kernel_ = self._original_units(
-            kind, module, X.shape[1], active, x_mean, x_scale, y_scale
+        self.kernel_ = choice.original_units(
+            module, X.shape[1], active, x_mean, x_scale, y_scale, self.optimizer
         )
         self.noise_ = float(noise * y_scale**2)
         self.mean_ = float(y_mean + y_scale * constant_mean)

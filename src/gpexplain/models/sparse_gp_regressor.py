@@ -42,8 +42,8 @@ from gpexplain.models._fitting import (
     check_optimizer,
     gaussian_likelihood,
 )
+from gpexplain.models._kernel_choices import KERNELS
 from gpexplain.models._standardisation import FeatureScaling, constant_columns, target_scaling
-from gpexplain.models.gp_regressor import KERNELS
 from gpexplain.posterior.exact import cholesky_with_jitter
 from gpexplain.posterior.variational import VariationalPosterior
 
