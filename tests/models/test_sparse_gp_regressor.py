@@ -176,7 +176,7 @@ def test_divergence_is_a_fit_error():
         ({"batch_size": 2.5}, "batch_size must be a positive integer"),
         ({"n_epochs": -1}, "n_epochs must be a positive integer"),
         ({"learning_rate": 0.0}, "learning_rate must be a positive number"),
-        ({"noise": -1.0}, "noise must be a positive variance"),
+        ({"noise": -1.0}, "noise must be a positive finite variance"),
         ({"kernel": "matern"}, "unknown kernel"),
         ({"optimizer": "lbfgs"}, "unknown optimizer"),
         ({"inducing_init": "grid"}, "unknown inducing_init"),

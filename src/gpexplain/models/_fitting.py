@@ -22,10 +22,6 @@ __all__ = [
     "NOISE_LOWER_BOUND",
     "OPTIMIZERS",
     "ExactGPModel",
-    "check_optimizer",
-    "check_max_iter",
-    "check_noise",
-    "check_multistart_params",
     "gaussian_likelihood",
     "maximise_exact_marginal_likelihood",
     "run_lbfgs",
@@ -41,31 +37,6 @@ LENGTHSCALE_LOWER_BOUND = 1e-4
 
 class FitError(RuntimeError):
     """Hyperparameter optimisation failed (from every starting point, for multi-start fits)."""
-
-
-def check_optimizer(optimizer, allowed: tuple = OPTIMIZERS) -> None:
-    """Refuse an optimizer name not in ``allowed`` (whose first entry is the named one)."""
-    if optimizer not in allowed:
-        raise ValueError(f"unknown optimizer {optimizer!r}; use {allowed[0]!r} or None.")
-
-
-def check_multistart_params(estimator) -> None:
-    """Validate ``n_restarts``, ``max_iter`` and ``noise`` of a multi-start L-BFGS estimator."""
-    if not isinstance(estimator.n_restarts, int | np.integer) or estimator.n_restarts < 0:
-        raise ValueError(f"n_restarts must be an integer >= 0, got {estimator.n_restarts!r}.")
-    check_max_iter(estimator.max_iter)
-    check_noise(estimator.noise)
-
-
-def check_max_iter(max_iter) -> None:
-    if not isinstance(max_iter, int | np.integer) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}.")
-
-
-def check_noise(noise) -> None:
-    """Refuse a given noise variance that is not a positive finite number (None: default)."""
-    if noise is not None and not (np.isfinite(noise) and noise > 0):
-        raise ValueError(f"noise must be a positive variance, got {noise!r}.")
 
 
 def gaussian_likelihood() -> gpytorch.likelihoods.GaussianLikelihood:

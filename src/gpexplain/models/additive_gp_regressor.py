@@ -28,7 +28,6 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.preprocessing import StandardScaler
 
-from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.models._base import PosteriorPredictMixin
@@ -36,11 +35,11 @@ from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
+    OPTIMIZERS,
     best_of_starts,
-    check_multistart_params,
-    check_optimizer,
     maximise_exact_marginal_likelihood,
 )
+from gpexplain.models._params import Integer, Options, Seed, ValidatedEstimator, Variance
 from gpexplain.models._standardisation import (
     constant_columns,
     original_lengthscales,
@@ -54,7 +53,9 @@ MEASURES = ("gaussian", "empirical")
 _CONSTANT_VARIANCE_START = 0.1  # sigma_0^2 on centred, standardised targets
 
 
-class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
+class AdditiveGPRegressor(
+    ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, BaseEstimator
+):
     """Orthogonal additive GP regression with squared-exponential base kernels.
 
     Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)`` with ``k(x, x') = sum_{q=0}^{Q} sigma_q^2
@@ -124,6 +125,16 @@ class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         From ``fit``: the optimiser failed from every starting point.
     """
 
+    _parameter_constraints = {
+        "measure": Options(MEASURES),
+        "max_order": Integer(1, allow_none=True),
+        "noise": Variance(),
+        "n_restarts": Integer(0),
+        "optimizer": Options(OPTIMIZERS),
+        "max_iter": Integer(1),
+        "random_state": Seed(),
+    }
+
     def __init__(
         self,
         max_order: int | None = None,
@@ -142,17 +153,6 @@ class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.random_state = random_state
 
-    def _check_params(self) -> None:
-        if self.measure not in MEASURES:
-            raise ValueError(f"unknown measure {self.measure!r}; use one of {MEASURES}.")
-        check_optimizer(self.optimizer)
-        if self.max_order is not None and (
-            not isinstance(self.max_order, int | np.integer) or self.max_order < 1
-        ):
-            raise ValueError(
-                f"max_order must be a positive integer or None, got {self.max_order!r}."
-            )
-        check_multistart_params(self)
 
     def _starting_points(self, n_active: int, order: int, y_scale: float) -> list:
         """(lengthscales, order variances, noise) in standardised units for each start.
@@ -191,9 +191,8 @@ class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         -------
         self
         """
-        self._check_params()
-        X, names = as_feature_matrix(X, "X", min_rows=2)
-        y = as_target(y, X.shape[0])
+        self._validate_params()
+        X, y, names = self._validate_data(X, y)
         constant = constant_columns(X, names)
         active = np.flatnonzero(~constant)
         order = active.size if self.max_order is None else min(int(self.max_order), active.size)
@@ -239,8 +238,6 @@ class AdditiveGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         )
         self.log_marginal_likelihood_value_ = float(best_lml)
         self.constant_features_ = [names[i] for i in np.flatnonzero(constant)]
-        self.feature_names_in_ = list(names)
-        self.n_features_in_ = X.shape[1]
         self.posterior_ = ExactPosterior(
             X, y, self.kernel_, self.noise_, mean=self.mean_, feature_names=names
         )

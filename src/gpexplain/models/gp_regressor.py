@@ -22,18 +22,17 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import as_kernel
 from gpexplain.models._base import PosteriorPredictMixin
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     NOISE_LOWER_BOUND,
+    OPTIMIZERS,
     best_of_starts,
-    check_multistart_params,
-    check_optimizer,
     maximise_exact_marginal_likelihood,
 )
 from gpexplain.models._kernel_choices import kernel_choice
+from gpexplain.models._params import Integer, Options, Seed, ValidatedEstimator, Variance
 from gpexplain.models._standardisation import (
     IGNORED,
     FeatureScaling,
@@ -46,7 +45,7 @@ __all__ = ["GPRegressor"]
 
 
 
-class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
+class GPRegressor(ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, BaseEstimator):
     """Exact Gaussian-process regression (squared-exponential, Matern, RQ or any GPyTorch kernel).
 
     Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)``, ``eps ~ N(0, noise)``; by default
@@ -124,6 +123,14 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         From ``fit``: the optimiser failed from every starting point.
     """
 
+    _parameter_constraints = {
+        "noise": Variance(),
+        "n_restarts": Integer(0),
+        "optimizer": Options(OPTIMIZERS),
+        "max_iter": Integer(1),
+        "random_state": Seed(),
+    }
+
     def __init__(
         self,
         kernel="ard",
@@ -143,14 +150,13 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
     # -- fitting ------------------------------------------------------------------------
     def _check_params(self):
         """Validate constructor arguments; return the kernel choice and whether it is ARD."""
+        self._validate_params()
         choice = kernel_choice(self.kernel)
-        check_optimizer(self.optimizer)
         if self.optimizer is None and not choice.has_values:
             raise ValueError(
                 "optimizer=None needs kernel=gx.kernels.RBF(...) or a GPyTorch kernel with its "
                 "values."
             )
-        check_multistart_params(self)
         return choice, choice.is_ard(self.optimizer)
 
     def _starting_points(self, choice, ard: bool, scaling: FeatureScaling, y_scale) -> list:
@@ -185,8 +191,7 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         self
         """
         choice, ard = self._check_params()
-        X, names = as_feature_matrix(X, "X", min_rows=2)
-        y = as_target(y, X.shape[0])
+        X, y, names = self._validate_data(X, y)
         consequence = (
             "a user-supplied kernel still sees them (standardised by 1)"
             if choice.sees_constant_columns
@@ -246,8 +251,6 @@ class GPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         self.mean_ = float(y_mean + y_scale * constant_mean)
         self.log_marginal_likelihood_value_ = float(best_lml)
         self.constant_features_ = [names[i] for i in np.flatnonzero(constant)]
-        self.feature_names_in_ = list(names)
-        self.n_features_in_ = X.shape[1]
         self.posterior_ = ExactPosterior(
             X, y, self.kernel_, self.noise_, mean=self.mean_, feature_names=names
         )

@@ -55,11 +55,11 @@ from gpexplain.kernels.locally_linear import LocallyLinear
 from gpexplain.models._fitting import (
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
+    OPTIMIZERS,
     FitError,
-    check_max_iter,
-    check_optimizer,
     run_lbfgs,
 )
+from gpexplain.models._params import Integer, Options, Seed, ValidatedEstimator, Variance
 from gpexplain.models._standardisation import FeatureScaling, warn_constant_columns
 from gpexplain.parallel import default_chunk_size, map_chunks
 from gpexplain.posterior.exact import ExactPosterior
@@ -79,7 +79,7 @@ _WEIGHT_NOISE_LOWER_BOUND = 1e-6
 _MEDIAN_HEURISTIC_ROWS = 1000
 
 
-class GPXRegressor(RegressorMixin, BaseEstimator):
+class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
     """Gaussian-process regression with local explanation (GPX; Yoshikawa and Iwata).
 
     Predicts with a locally linear model ``y = w(x)^T z + eps`` whose weights are drawn from
@@ -207,17 +207,21 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.random_state = random_state
 
+    _parameter_constraints = {
+        "weight_noise": Variance(),
+        "noise": Variance(),
+        "optimizer": Options(OPTIMIZERS),
+        "max_iter": Integer(1),
+        "random_state": Seed(),
+    }
+
     # -- fitting ------------------------------------------------------------------------
     def _check_params(self) -> None:
         if self.kernel is not None and not isinstance(self.kernel, RBF):
             raise TypeError(
                 f"kernel must be None or a gx.kernels.RBF, got {type(self.kernel).__name__}."
             )
-        check_optimizer(self.optimizer)
-        for name in ("weight_noise", "noise"):
-            value = getattr(self, name)
-            if value is not None and not (np.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive finite variance, got {value!r}.")
+        self._validate_params()
         if self.optimizer is None and (
             self.kernel is None or self.weight_noise is None or self.noise is None
         ):
@@ -225,7 +229,6 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
                 "optimizer=None keeps given hyperparameters, so it needs kernel=gx.kernels.RBF"
                 "(...), weight_noise=... and noise=...; or use optimizer='lbfgs'."
             )
-        check_max_iter(self.max_iter)
 
     def fit(self, X, y, Z=None, *, callback=None):
         """Fit the hyperparameters by maximising the marginal likelihood (eq. 12).
@@ -281,8 +284,7 @@ class GPXRegressor(RegressorMixin, BaseEstimator):
         self.alpha_ = self.posterior_.alpha
         self.cholesky_, self.jitter_ = self.posterior_.cholesky, self.posterior_.jitter
         self.log_marginal_likelihood_value_ = self.posterior_.log_marginal_likelihood()
-        self.feature_names_in_ = list(z_names)
-        self.n_features_in_ = Z.shape[1]
+        self._record_features(z_names)
         self.kernel_feature_names_ = list(x_names)
         return self
 

@@ -23,11 +23,17 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
 from gpexplain.models._base import PosteriorPredictMixin
-from gpexplain.models._fitting import check_optimizer
+from gpexplain.models._fitting import OPTIMIZERS
+from gpexplain.models._params import (
+    Integer,
+    Options,
+    Seed,
+    ValidatedEstimator,
+    Variance,
+)
 from gpexplain.models.gp_regressor import GPRegressor
 from gpexplain.posterior.mixture import MixturePosterior
 from gpexplain.posterior.random_features import RandomFeaturePosterior
@@ -35,13 +41,9 @@ from gpexplain.posterior.random_features import RandomFeaturePosterior
 __all__ = ["RandomFeatureGPRegressor"]
 
 
-def _check_positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
-
-
-class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
+class RandomFeatureGPRegressor(
+    ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, BaseEstimator
+):
     """Sparse-spectrum (random-feature) GP regression, optionally marginalised over draws.
 
     Model: ``y = f(x) + eps``, ``f(x) = m0 + phi(x) . w``, ``w ~ N(0, I)``,
@@ -127,11 +129,18 @@ class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstima
         self.max_fit_samples = max_fit_samples
         self.random_state = random_state
 
+    _parameter_constraints = {
+        "n_frequencies": Integer(1),
+        "n_models": Integer(1),
+        "max_fit_samples": Integer(2),
+        "optimizer": Options(OPTIMIZERS),
+        "variance": Variance(),
+        "noise": Variance(),
+        "random_state": Seed(),
+    }
+
     def _check_params(self) -> None:
-        _check_positive_int(self.n_frequencies, "n_frequencies")
-        _check_positive_int(self.n_models, "n_models")
-        _check_positive_int(self.max_fit_samples, "max_fit_samples", minimum=2)
-        check_optimizer(self.optimizer)
+        self._validate_params()
         if self.optimizer is None:
             missing = [
                 name
@@ -144,10 +153,6 @@ class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstima
                     + ", ".join(missing)
                     + " was not given."
                 )
-        for name in ("variance", "noise"):
-            value = getattr(self, name)
-            if value is not None and not (np.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive finite variance, got {value!r}.")
 
     def _hyperparameters(self, X, y, rng, callback) -> tuple[RBF, float, float]:
         """(kernel, noise, prior mean) in original units, given or fitted."""
@@ -193,8 +198,7 @@ class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstima
         self
         """
         self._check_params()
-        X, names = as_feature_matrix(X, "X", min_rows=2)
-        y = as_target(y, X.shape[0])
+        X, y, names = self._validate_data(X, y)
         streams = np.random.SeedSequence(self.random_state).spawn(self.n_models + 1)
         kernel, noise, mean = self._hyperparameters(
             X, y, np.random.default_rng(streams[0]), callback
@@ -211,6 +215,4 @@ class RandomFeatureGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstima
             for k in self.kernels_
         ]
         self.posterior_ = components[0] if self.n_models == 1 else MixturePosterior(components)
-        self.feature_names_in_ = list(names)
-        self.n_features_in_ = X.shape[1]
         return self

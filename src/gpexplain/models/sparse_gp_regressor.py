@@ -19,7 +19,6 @@ Hence ``integrated_gradients(model, X)`` gives the closed-form IG mean and full 
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import gpytorch
@@ -30,7 +29,6 @@ from scipy.linalg import cho_solve, solve_triangular
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.cluster import KMeans
 
-from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import RBF
 from gpexplain.models._base import PosteriorPredictMixin
 from gpexplain.models._fitting import (
@@ -38,11 +36,17 @@ from gpexplain.models._fitting import (
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
     FitError,
-    check_noise,
-    check_optimizer,
     gaussian_likelihood,
 )
 from gpexplain.models._kernel_choices import KERNELS
+from gpexplain.models._params import (
+    Integer,
+    Options,
+    PositiveNumber,
+    Seed,
+    ValidatedEstimator,
+    Variance,
+)
 from gpexplain.models._standardisation import FeatureScaling, constant_columns, target_scaling
 from gpexplain.posterior.exact import cholesky_with_jitter
 from gpexplain.posterior.variational import VariationalPosterior
@@ -53,7 +57,9 @@ OPTIMIZERS = ("adam", None)
 INDUCING_INITS = ("kmeans", "random")
 
 
-class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
+class SparseGPRegressor(
+    ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, BaseEstimator
+):
     """Sparse variational Gaussian-process regression (SVGP) with a squared-exponential kernel.
 
     Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)``, ``k(x, x') = variance * exp(-0.5 * sum_i
@@ -142,9 +148,21 @@ class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         self.optimizer = optimizer
         self.random_state = random_state
 
+    _parameter_constraints = {
+        "n_inducing": Integer(1),
+        "batch_size": Integer(1),
+        "n_epochs": Integer(1),
+        "learning_rate": PositiveNumber(),
+        "noise": Variance(),
+        "inducing_init": Options(INDUCING_INITS),
+        "optimizer": Options(OPTIMIZERS),
+        "random_state": Seed(),
+    }
+
     # -- fitting ------------------------------------------------------------------------
     def _check_params(self, n_rows: int) -> bool:
         """Validate constructor arguments against the data; return whether the kernel is ARD."""
+        self._validate_params()
         if isinstance(self.kernel, RBF):
             ard = self.kernel.ard or self.optimizer is None
         elif self.kernel in KERNELS:
@@ -153,28 +171,15 @@ class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"unknown kernel {self.kernel!r}; use one of {KERNELS} or a gx.kernels.RBF."
             )
-        check_optimizer(self.optimizer, OPTIMIZERS)
         if self.optimizer is None and not (isinstance(self.kernel, RBF) and self.noise is not None):
             raise ValueError(
                 "optimizer=None needs kernel=gx.kernels.RBF(...) and noise=... with their values."
             )
-        if self.inducing_init not in INDUCING_INITS:
-            raise ValueError(
-                f"unknown inducing_init {self.inducing_init!r}; use one of {INDUCING_INITS}."
-            )
-        for name in ("n_inducing", "batch_size", "n_epochs"):
-            value = getattr(self, name)
-            if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
         if self.n_inducing > n_rows:
             raise ValueError(
                 f"n_inducing={self.n_inducing} exceeds the {n_rows} training rows; use at most "
                 f"{n_rows} (or GPRegressor, which is exact, for so few rows)."
             )
-        rate = self.learning_rate
-        if not isinstance(rate, int | float) or not (math.isfinite(rate) and rate > 0):
-            raise ValueError(f"learning_rate must be a positive number, got {rate!r}.")
-        check_noise(self.noise)
         return ard
 
     def fit(self, X, y, *, callback=None):
@@ -192,8 +197,7 @@ class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, names = as_feature_matrix(X, "X", min_rows=2)
-        y = as_target(y, X.shape[0])
+        X, y, names = self._validate_data(X, y)
         ard = self._check_params(X.shape[0])
         constant = constant_columns(X, names)
         scaling = FeatureScaling(X, np.flatnonzero(~constant))
@@ -250,8 +254,6 @@ class SparseGPRegressor(PosteriorPredictMixin, RegressorMixin, BaseEstimator):
         self.inducing_points_ = scaling.unstandardise(values["inducing points"])
         self.elbo_history_ = np.asarray(history, dtype=np.float64)
         self.constant_features_ = [names[i] for i in np.flatnonzero(constant)]
-        self.feature_names_in_ = list(names)
-        self.n_features_in_ = X.shape[1]
         self.gpytorch_model_, self.gpytorch_likelihood_ = model, likelihood
         self.posterior_ = VariationalPosterior(
             self.inducing_points_,

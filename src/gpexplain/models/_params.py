@@ -1,0 +1,144 @@
+"""Declarative parameter validation and training-data handling shared by every estimator.
+
+After scikit-learn's ``_parameter_constraints``: each estimator lists, per constructor
+parameter, what it accepts; ``ValidatedEstimator._validate_params`` checks them all at the
+start of ``fit`` with one message shape, ``"<name> must be <what is accepted>, got <value>."``,
+raised as ``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``, so callers catching
+either see it). Cross-parameter rules (e.g. ``optimizer=None`` needs given hyperparameters)
+stay in the estimators. ``_validate_data`` reads X and y and records ``feature_names_in_`` and
+``n_features_in_`` in one place.
+
+(scikit-learn's own ``sklearn.utils._param_validation`` is private API and words its messages
+differently from the ones this library documents, so the small layer lives here.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+from gpexplain._validation import as_feature_matrix, as_target
+
+__all__ = [
+    "Integer",
+    "InvalidParameterError",
+    "Options",
+    "PositiveNumber",
+    "Seed",
+    "ValidatedEstimator",
+    "Variance",
+]
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A constructor parameter has a value or type the estimator does not accept."""
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Integer:
+    """An integer >= ``minimum`` (or None when ``allow_none``)."""
+
+    minimum: int = 1
+    allow_none: bool = False
+
+    def check(self, name: str, value) -> None:
+        if value is None and self.allow_none:
+            return
+        if not _is_integer(value) or value < self.minimum:
+            what = "a positive integer" if self.minimum == 1 else f"an integer >= {self.minimum}"
+            raise InvalidParameterError(
+                f"{name} must be {what}{' or None' if self.allow_none else ''}, got {value!r}."
+            )
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A random seed: an integer >= 0 (the estimators' runs are reproducible by design)."""
+
+    def check(self, name: str, value) -> None:
+        if not _is_integer(value) or value < 0:
+            raise InvalidParameterError(
+                f"{name} must be an integer >= 0 (a seed), got {value!r}."
+            )
+
+
+@dataclass(frozen=True)
+class Variance:
+    """A positive finite variance (or None, meaning "start from the default")."""
+
+    allow_none: bool = True
+
+    def check(self, name: str, value) -> None:
+        if value is None and self.allow_none:
+            return
+        if not (
+            isinstance(value, Real) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0
+        ):
+            raise InvalidParameterError(
+                f"{name} must be a positive finite variance, got {value!r}."
+            )
+
+
+@dataclass(frozen=True)
+class PositiveNumber:
+    """A positive finite real number."""
+
+    def check(self, name: str, value) -> None:
+        if not (
+            isinstance(value, Real) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0
+        ):
+            raise InvalidParameterError(f"{name} must be a positive number, got {value!r}.")
+
+
+@dataclass(frozen=True)
+class Options:
+    """One of a fixed set of values (None may be one of them)."""
+
+    values: tuple
+
+    def check(self, name: str, value) -> None:
+        if not any(value is option or (
+            isinstance(value, str) and value == option) for option in self.values
+        ):
+            named = [repr(option) for option in self.values if option is not None]
+            allowed = " or ".join(
+                [", ".join(named)] + (["None"] if None in self.values else [])
+            )
+            raise InvalidParameterError(f"unknown {name} {value!r}; use {allowed}.")
+
+
+class ValidatedEstimator:
+    """Mixin: ``_parameter_constraints`` checked by ``_validate_params``; ``_validate_data``."""
+
+    _parameter_constraints: dict = {}
+
+    def _validate_params(self) -> None:
+        """Check every constrained constructor parameter (InvalidParameterError names it)."""
+        for name, constraint in self._parameter_constraints.items():
+            constraint.check(name, getattr(self, name))
+
+    def _validate_data(self, X, y, name: str = "X", min_rows: int = 2):
+        """``(X, y, feature names)`` as float64 arrays, with the feature attributes recorded.
+
+        Raises
+        ------
+        ValueError
+            Bad inputs, named by row and column (``gpexplain._validation``).
+        """
+        X, names = as_feature_matrix(X, name, min_rows=min_rows)
+        y = as_target(y, X.shape[0])
+        self._record_features(names)
+        return X, y, names
+
+    def _record_features(self, names) -> None:
+        """``feature_names_in_`` and ``n_features_in_``: the explained features' names."""
+        self.feature_names_in_ = list(names)
+        self.n_features_in_ = len(self.feature_names_in_)
+
