@@ -17,6 +17,7 @@ import torch
 from linear_operator.utils.warnings import NumericalWarning
 
 __all__ = [
+    "log_uniform",
     "DEFAULT_NOISE",
     "LENGTHSCALE_LOWER_BOUND",
     "NOISE_LOWER_BOUND",
@@ -37,6 +38,11 @@ LENGTHSCALE_LOWER_BOUND = 1e-4
 
 class FitError(RuntimeError):
     """Hyperparameter optimisation failed (from every starting point, for multi-start fits)."""
+
+
+def log_uniform(rng, low: float, high: float, size=None):
+    """Draws log-uniform in [low, high]: the random restarts' starting points."""
+    return np.exp(rng.uniform(np.log(low), np.log(high), size=size))
 
 
 def gaussian_likelihood() -> gpytorch.likelihoods.GaussianLikelihood:

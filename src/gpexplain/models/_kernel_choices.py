@@ -21,17 +21,13 @@ import torch
 
 from gpexplain.kernels import RBF, as_kernel
 from gpexplain.kernels.gpytorch_adapter import input_scaled, squared_exponential
-from gpexplain.models._fitting import LENGTHSCALE_LOWER_BOUND
+from gpexplain.models._fitting import LENGTHSCALE_LOWER_BOUND, log_uniform
 from gpexplain.models._standardisation import original_lengthscales
 
 __all__ = ["KERNELS", "KERNEL_NAMES", "kernel_choice"]
 
 KERNELS = ("ard", "isotropic")  # the squared-exponential names (shared with SparseGPRegressor)
 KERNEL_NAMES = KERNELS + ("matern52", "matern32", "rq")
-
-
-def _log_uniform(rng, low, high, size=None):
-    return np.exp(rng.uniform(np.log(low), np.log(high), size=size))
 
 
 class _NamedKernel:
@@ -136,7 +132,7 @@ class _RationalQuadratic(_NamedKernel):
         return gpytorch.kernels.RQKernel(ard_num_dims=ard_dims, active_dims=active_dims, **options)
 
     def _set_shape(self, base, index, rng) -> None:
-        alpha = 1.0 if index == 0 else float(_log_uniform(rng, 0.1, 10.0))
+        alpha = 1.0 if index == 0 else float(log_uniform(rng, 0.1, 10.0))
         base.alpha = torch.tensor(alpha, dtype=torch.float64)
 
     def _copy_shape(self, fitted, original) -> None:
@@ -170,7 +166,7 @@ class _UserKernel:
                         else None
                     if isinstance(current, torch.Tensor):
                         setattr(child, name, torch.as_tensor(
-                            _log_uniform(rng, 0.1, 10.0, current.shape)))
+                            log_uniform(rng, 0.1, 10.0, current.shape)))
         return module
 
     def given_module(self, start, x_mean, x_scale, y_scale):

@@ -37,6 +37,7 @@ from gpexplain.models._fitting import (
     NOISE_LOWER_BOUND,
     OPTIMIZERS,
     best_of_starts,
+    log_uniform,
     maximise_exact_marginal_likelihood,
 )
 from gpexplain.models._params import Integer, Options, Seed, ValidatedEstimator, Variance
@@ -169,9 +170,9 @@ class AdditiveGPRegressor(
         for _ in range(self.n_restarts if self.optimizer else 0):
             starts.append(
                 (
-                    np.exp(rng.uniform(np.log(0.3), np.log(3.0), size=n_active)),
-                    variances * np.exp(rng.uniform(np.log(0.1), np.log(10.0), size=order + 1)),
-                    float(np.exp(rng.uniform(np.log(1e-3), np.log(1.0)))),
+                    log_uniform(rng, 0.3, 3.0, size=n_active),
+                    variances * log_uniform(rng, 0.1, 10.0, size=order + 1),
+                    float(log_uniform(rng, 1e-3, 1.0)),
                 )
             )
         return starts

@@ -29,6 +29,7 @@ from gpexplain.models._fitting import (
     NOISE_LOWER_BOUND,
     OPTIMIZERS,
     best_of_starts,
+    log_uniform,
     maximise_exact_marginal_likelihood,
 )
 from gpexplain.models._kernel_choices import kernel_choice
@@ -168,9 +169,9 @@ class GPRegressor(ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, Bas
         for _ in range(self.n_restarts if self.optimizer else 0):
             starts.append(
                 (
-                    np.exp(rng.uniform(np.log(0.1), np.log(10.0), size=lengthscale.shape)),
-                    float(np.exp(rng.uniform(np.log(0.1), np.log(10.0)))),
-                    float(np.exp(rng.uniform(np.log(1e-3), np.log(1.0)))),
+                    log_uniform(rng, 0.1, 10.0, size=lengthscale.shape),
+                    float(log_uniform(rng, 0.1, 10.0)),
+                    float(log_uniform(rng, 1e-3, 1.0)),
                 )
             )
         return starts
