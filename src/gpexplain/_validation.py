@@ -66,6 +66,12 @@ def as_feature_matrix(
         )
     if isinstance(X, pd.DataFrame):
         names = [str(c) for c in X.columns]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(
+                f"{name} has duplicate column names {repeated}; features are matched by name, "
+                "so each column needs its own."
+            )
         for column in X.columns:
             dtype = X[column].dtype
             if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
@@ -76,7 +82,13 @@ def as_feature_matrix(
         values = X.to_numpy(dtype=np.float64)
         row_labels = list(X.index)
     else:
-        values = np.asarray(to_numpy(X))
+        try:
+            values = np.asarray(to_numpy(X))
+        except ValueError:  # NumPy refuses ragged nested sequences
+            raise ValueError(
+                f"{name} is ragged (rows of different lengths); pass an (n_rows, n_features) "
+                "array."
+            ) from None
         if values.dtype == object or not (
             np.issubdtype(values.dtype, np.number) or values.dtype == bool
         ):

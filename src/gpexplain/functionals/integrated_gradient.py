@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from functools import cached_property
+from numbers import Integral
 
 import numpy as np
 
@@ -83,6 +84,8 @@ class IntegratedGradient(LinearFunctional):
             )
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; choose one of {METHODS}.")
+        if isinstance(n_steps, bool) or not isinstance(n_steps, Integral) or n_steps < 1:
+            raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}.")
         self.baselines, self.method, self.rule, self.n_steps = baselines, method, rule, n_steps
         self.baseline = baselines[0] if len(baselines) == 1 else baselines
 

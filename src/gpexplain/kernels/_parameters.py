@@ -30,9 +30,15 @@ def as_variance(variance) -> float:
 
     Raises
     ------
+    TypeError
+        Not a real number (a string, a bool, an array).
     ValueError
         Not positive, or not finite.
     """
+    if isinstance(variance, str | bool) or np.ndim(variance) != 0 or (
+        np.asarray(variance).dtype.kind not in "iuf"
+    ):
+        raise TypeError(f"variance must be a positive finite number, got {variance!r}.")
     variance = float(variance)
     if not np.isfinite(variance) or variance <= 0:
         raise ValueError(f"variance must be a positive finite number, got {variance}.")
