@@ -13,7 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.cases import CASES, baseline_labels_case, invalid_parameter_case
+from tests.fuzz.cases import (
+    CASES,
+    baseline_labels_case,
+    gradients_case,
+    invalid_parameter_case,
+)
 
 settings.register_profile(
     "default-suite", max_examples=20, derandomize=True, deadline=None,
@@ -26,7 +31,7 @@ settings.register_profile(
 PROFILE = os.environ.get("GPEXPLAIN_FUZZ_PROFILE", "default-suite")
 
 # The defect classes of these cases are fixed: they run in the default suite.
-DEFAULT_CASES = (baseline_labels_case, invalid_parameter_case)
+DEFAULT_CASES = (baseline_labels_case, gradients_case, invalid_parameter_case)
 
 
 @pytest.mark.parametrize(

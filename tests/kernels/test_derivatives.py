@@ -292,3 +292,25 @@ def test_batched_and_mismatched_kernels_are_refused():
         check_differentiable(GPyTorchKernel(gk.RBFKernel(ard_num_dims=2)).module, 3)
     with pytest.raises(ValueError, match=r"active_dims \[0, 5\]"):
         check_differentiable(GPyTorchKernel(gk.RBFKernel(active_dims=[0, 5])).module, 3)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: gk.LinearKernel(),
+    lambda: gk.ScaleKernel(gk.MaternKernel(nu=2.5)),
+    lambda: gk.ProductKernel(gk.RBFKernel(), gk.LinearKernel()),
+])
+def test_cross_term_when_every_query_row_equals_every_basis_row(make):
+    # GPyTorch's equal-arguments shortcut used to double a linear kernel's gradient here.
+    from gpexplain.kernels import GPyTorchKernel
+    from gpexplain.kernels.derivatives import gradient_cross
+
+    kernel = GPyTorchKernel(make().double())
+    point = np.array([[0.7, -1.2]])
+    X, Z = np.repeat(point, 2, axis=0), np.repeat(point, 3, axis=0)
+    cross = gradient_cross(kernel.module, X, Z)
+    step = 1e-6
+    for i in range(2):
+        shift = np.zeros(2)
+        shift[i] = step
+        expected = (kernel(X + shift, Z) - kernel(X - shift, Z)) / (2 * step)
+        np.testing.assert_allclose(cross[:, i, :], expected, rtol=1e-6, atol=1e-8)

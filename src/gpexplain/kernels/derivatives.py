@@ -111,9 +111,14 @@ def gradient_cross(module, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
     left = left.reshape(-1, n_features).clone().requires_grad_(True)
     right = torch.as_tensor(Z, dtype=torch.float64)[None].expand(n_points, -1, -1)
     right = right.reshape(-1, n_features)
-    values = module(left, right, diag=True)
-    # A pair set whose members all coincide leaves ``left`` out of GPyTorch's graph (it returns
-    # zero distances without differentiating); the derivative there is zero.
+    # GPyTorch kernels take a shortcut when their two arguments are equal tensors (every query
+    # row equal to every basis row): some then use x1 for both arguments (a linear kernel
+    # differentiates x.x and doubles the gradient), others return constants outside the
+    # graph. One extra pair whose left point differs rules the shortcut out; it is dropped.
+    sentinel = left[:1].detach() + 1.0
+    pairs_left = torch.cat([left, sentinel])
+    pairs_right = torch.cat([right, right[:1]])
+    values = module(pairs_left, pairs_right, diag=True)[:-1]
     (gradient,) = torch.autograd.grad(values.sum(), left, allow_unused=True, materialize_grads=True)
     return np.ascontiguousarray(
         gradient.reshape(n_points, n_basis, n_features).permute(0, 2, 1).numpy()
