@@ -25,6 +25,7 @@ from gpexplain._validation import (
     check_feature_names,
     check_finite_result,
 )
+from gpexplain.parallel import default_chunk_size, map_chunks
 
 __all__ = ["Posterior", "as_posterior"]
 
@@ -94,10 +95,20 @@ class Posterior(ABC):
         check_feature_names(X, names, self.feature_names, name)
         return values
 
+    def _chunk_size(self) -> int:
+        """Query rows per block, so that ``k(block, Z)`` stays within the memory budget."""
+        return default_chunk_size(*self.train_inputs.shape)
+
     def predict_mean(self, X) -> np.ndarray:
-        """Latent posterior mean ``m0 + k(X, Z) a`` only, shape (n_points,)."""
+        """Latent posterior mean ``m0 + k(X, Z) a`` only, shape (n_points,).
+
+        Computed block by block (``gpexplain.parallel``): memory does not grow with n_points.
+        """
         X = self.check_inputs(X)
-        mean = self.mean + self.kernel(X, self.train_inputs) @ self.alpha
+        (mean,) = map_chunks(
+            lambda rows: (self.mean + self.kernel(rows, self.train_inputs) @ self.alpha,),
+            X, self._chunk_size(),
+        )
         check_finite_result("predict_mean", mean)
         return mean
 
@@ -114,18 +125,26 @@ class Posterior(ABC):
         -------
         mean : ndarray (n_points,)
         var_or_cov : ndarray (n_points,) or (n_points, n_points)
-            Latent (noise-free) posterior variance, clipped at zero.
+            Latent (noise-free) posterior variance, clipped at zero. The variances are
+            computed block by block (memory does not grow with n_points); the covariance is
+            (n_points, n_points) by nature.
         """
         X = self.check_inputs(X)
-        cross = self.kernel(X, self.train_inputs)
-        mean = self.mean + cross @ self.alpha
         if return_cov:
+            cross = self.kernel(X, self.train_inputs)
+            mean = self.mean + cross @ self.alpha
             cov = self.kernel(X, X) - self.quadratic_form(cross)
             cov = 0.5 * (cov + cov.T)
             check_finite_result("predict", mean, cov)
             return mean, cov
-        reduction = self.quadratic_form(cross[:, None, :])[:, 0, 0]
-        var = np.maximum(self.kernel.diag(X) - reduction, 0.0)
+
+        def moments(rows):
+            cross = self.kernel(rows, self.train_inputs)
+            reduction = self.quadratic_form(cross[:, None, :])[:, 0, 0]
+            variance = np.maximum(self.kernel.diag(rows) - reduction, 0.0)
+            return self.mean + cross @ self.alpha, variance
+
+        mean, var = map_chunks(moments, X, self._chunk_size())
         check_finite_result("predict", mean, var)
         return mean, var
 
@@ -139,16 +158,19 @@ class Posterior(ABC):
         """
         X = self.check_inputs(X)
         baselines = np.atleast_2d(baseline)
-        prior = (
-            self.kernel.diag(X)
-            - 2.0 * self.kernel(X, baselines).mean(axis=1)
-            + self.kernel(baselines, baselines).mean()
-        )
-        cross = self.kernel(X, self.train_inputs) - self.kernel(
-            baselines, self.train_inputs
-        ).mean(axis=0)[None, :]
-        reduction = self.quadratic_form(cross[:, None, :])[:, 0, 0]
-        return np.maximum(prior - reduction, 0.0)
+        baseline_prior = self.kernel(baselines, baselines).mean()
+        baseline_cross = self.kernel(baselines, self.train_inputs).mean(axis=0)[None, :]
+
+        def variance(rows):
+            prior = (
+                self.kernel.diag(rows) - 2.0 * self.kernel(rows, baselines).mean(axis=1)
+                + baseline_prior
+            )
+            cross = self.kernel(rows, self.train_inputs) - baseline_cross
+            reduction = self.quadratic_form(cross[:, None, :])[:, 0, 0]
+            return (np.maximum(prior - reduction, 0.0),)
+
+        return map_chunks(variance, X, self._chunk_size())[0]
 
 
 def as_posterior(model_or_posterior):
