@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["PosteriorPredictMixin"]
+from gpexplain.models._params import ValidatedEstimator
+
+__all__ = ["PosteriorEstimator", "PosteriorPredictMixin"]
 
 
 class PosteriorPredictMixin:
@@ -42,3 +44,44 @@ class PosteriorPredictMixin:
             return self.posterior_.predict_mean(X)  # O(n) per point: no variance needed
         mean, var = self.posterior_.predict(X)
         return mean, np.sqrt(var + self.noise_ if noisy else var)
+
+
+class PosteriorEstimator(ValidatedEstimator, PosteriorPredictMixin):
+    """An estimator whose fitted model is a posterior (``posterior_``): one ``fit`` for all.
+
+    ``fit`` validates the declared parameters and the data, then calls the estimator's
+    ``_fit(X, y, names, callback)`` on float64 arrays.
+    """
+
+    def fit(self, X, y, *, callback=None):
+        """Fit the model and build its posterior ``posterior_`` (original units of X and y).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NumPy, pandas (column names become feature names) or torch. At least 2 rows.
+        y : array-like of shape (n_samples,)
+        callback : callable(step, total), optional
+            Called as the optimiser progresses, for a caller's progress bar; estimators
+            display nothing themselves. Not called when nothing is optimised.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        InvalidParameterError
+            A constructor parameter out of its declared constraints (named).
+        ValueError, TypeError
+            Bad inputs (argument, row and column named).
+        FitError
+            The optimiser failed (from every starting point).
+        """
+        self._validate_params()
+        X, y, names = self._validate_data(X, y)
+        self._fit(X, y, names, callback)
+        return self
+
+    def _fit(self, X, y, names, callback) -> None:
+        raise NotImplementedError

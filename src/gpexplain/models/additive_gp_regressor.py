@@ -30,7 +30,7 @@ from sklearn.preprocessing import StandardScaler
 
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
-from gpexplain.models._base import PosteriorPredictMixin
+from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
@@ -40,7 +40,7 @@ from gpexplain.models._fitting import (
     log_uniform,
     maximise_exact_marginal_likelihood,
 )
-from gpexplain.models._params import Integer, Options, Seed, ValidatedEstimator, Variance
+from gpexplain.models._params import Integer, Options, Seed, Variance
 from gpexplain.models._standardisation import (
     constant_columns,
     original_lengthscales,
@@ -55,7 +55,7 @@ _CONSTANT_VARIANCE_START = 0.1  # sigma_0^2 on centred, standardised targets
 
 
 class AdditiveGPRegressor(
-    ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, BaseEstimator
+    PosteriorEstimator, RegressorMixin, BaseEstimator
 ):
     """Orthogonal additive GP regression with squared-exponential base kernels.
 
@@ -177,23 +177,8 @@ class AdditiveGPRegressor(
             )
         return starts
 
-    def fit(self, X, y, *, callback=None):
-        """Fit the hyperparameters and build the posterior.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            NumPy, pandas (column names become feature names) or torch. At least 2 rows.
-        y : array-like of shape (n_samples,)
-        callback : callable(step, total), optional
-            Called as the optimiser progresses (for progress bars).
-
-        Returns
-        -------
-        self
-        """
-        self._validate_params()
-        X, y, names = self._validate_data(X, y)
+    def _fit(self, X, y, names, callback) -> None:
+        """Fit the hyperparameters and build the posterior (data and parameters validated)."""
         constant = constant_columns(X, names)
         active = np.flatnonzero(~constant)
         order = active.size if self.max_order is None else min(int(self.max_order), active.size)
@@ -242,7 +227,6 @@ class AdditiveGPRegressor(
         self.posterior_ = ExactPosterior(
             X, y, self.kernel_, self.noise_, mean=self.mean_, feature_names=names
         )
-        return self
 
 
 def _optimise(Xs, ys, measure, order, start, max_iter, callback, start_index, n_starts):

@@ -23,7 +23,7 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from gpexplain.kernels import as_kernel
-from gpexplain.models._base import PosteriorPredictMixin
+from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     NOISE_LOWER_BOUND,
@@ -33,7 +33,7 @@ from gpexplain.models._fitting import (
     maximise_exact_marginal_likelihood,
 )
 from gpexplain.models._kernel_choices import kernel_choice
-from gpexplain.models._params import Integer, Options, Seed, ValidatedEstimator, Variance
+from gpexplain.models._params import Integer, Options, Seed, Variance
 from gpexplain.models._standardisation import (
     IGNORED,
     FeatureScaling,
@@ -46,7 +46,7 @@ __all__ = ["GPRegressor"]
 
 
 
-class GPRegressor(ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, BaseEstimator):
+class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     """Exact Gaussian-process regression (squared-exponential, Matern, RQ or any GPyTorch kernel).
 
     Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)``, ``eps ~ N(0, noise)``; by default
@@ -151,7 +151,6 @@ class GPRegressor(ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, Bas
     # -- fitting ------------------------------------------------------------------------
     def _check_params(self):
         """Validate constructor arguments; return the kernel choice and whether it is ARD."""
-        self._validate_params()
         choice = kernel_choice(self.kernel)
         if self.optimizer is None and not choice.has_values:
             raise ValueError(
@@ -176,23 +175,9 @@ class GPRegressor(ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, Bas
             )
         return starts
 
-    def fit(self, X, y, *, callback=None):
-        """Fit the hyperparameters and build the posterior.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            NumPy, pandas (column names become feature names) or torch. At least 2 rows.
-        y : array-like of shape (n_samples,)
-        callback : callable(step, total), optional
-            Called as the optimiser progresses (for progress bars).
-
-        Returns
-        -------
-        self
-        """
+    def _fit(self, X, y, names, callback) -> None:
+        """Fit the hyperparameters and build the posterior (data and parameters validated)."""
         choice, ard = self._check_params()
-        X, y, names = self._validate_data(X, y)
         consequence = (
             "a user-supplied kernel still sees them (standardised by 1)"
             if choice.sees_constant_columns
@@ -255,7 +240,6 @@ class GPRegressor(ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, Bas
         self.posterior_ = ExactPosterior(
             X, y, self.kernel_, self.noise_, mean=self.mean_, feature_names=names
         )
-        return self
 
 
 def _optimise(Xs, ys, covar_module, noise, max_iter, callback, start_index, n_starts):

@@ -25,13 +25,12 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
-from gpexplain.models._base import PosteriorPredictMixin
+from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import OPTIMIZERS
 from gpexplain.models._params import (
     Integer,
     Options,
     Seed,
-    ValidatedEstimator,
     Variance,
 )
 from gpexplain.models.gp_regressor import GPRegressor
@@ -42,7 +41,7 @@ __all__ = ["RandomFeatureGPRegressor"]
 
 
 class RandomFeatureGPRegressor(
-    ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, BaseEstimator
+    PosteriorEstimator, RegressorMixin, BaseEstimator
 ):
     """Sparse-spectrum (random-feature) GP regression, optionally marginalised over draws.
 
@@ -140,7 +139,6 @@ class RandomFeatureGPRegressor(
     }
 
     def _check_params(self) -> None:
-        self._validate_params()
         if self.optimizer is None:
             missing = [
                 name
@@ -181,24 +179,9 @@ class RandomFeatureGPRegressor(
         self.hyperparameter_model_ = model
         return model.kernel_, model.noise_, model.mean_
 
-    def fit(self, X, y, *, callback=None):
-        """Fit (or take) the hyperparameters, draw the frequencies, build the posterior(s).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            NumPy, pandas (column names become feature names) or torch; at least 2 rows.
-        y : array-like of shape (n_samples,)
-        callback : callable(step, total), optional
-            Progress of the hyperparameter fit (the exact GP on at most ``max_fit_samples``
-            rows), for a caller's progress bar; not called with ``optimizer=None``.
-
-        Returns
-        -------
-        self
-        """
+    def _fit(self, X, y, names, callback) -> None:
+        """Fit (or take) the hyperparameters, draw the frequencies, build the posterior(s)."""
         self._check_params()
-        X, y, names = self._validate_data(X, y)
         streams = np.random.SeedSequence(self.random_state).spawn(self.n_models + 1)
         kernel, noise, mean = self._hyperparameters(
             X, y, np.random.default_rng(streams[0]), callback
@@ -215,4 +198,3 @@ class RandomFeatureGPRegressor(
             for k in self.kernels_
         ]
         self.posterior_ = components[0] if self.n_models == 1 else MixturePosterior(components)
-        return self

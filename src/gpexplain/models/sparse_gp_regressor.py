@@ -30,7 +30,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.cluster import KMeans
 
 from gpexplain.kernels import RBF
-from gpexplain.models._base import PosteriorPredictMixin
+from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
@@ -44,7 +44,6 @@ from gpexplain.models._params import (
     Options,
     PositiveNumber,
     Seed,
-    ValidatedEstimator,
     Variance,
 )
 from gpexplain.models._standardisation import FeatureScaling, constant_columns, target_scaling
@@ -58,7 +57,7 @@ INDUCING_INITS = ("kmeans", "random")
 
 
 class SparseGPRegressor(
-    ValidatedEstimator, PosteriorPredictMixin, RegressorMixin, BaseEstimator
+    PosteriorEstimator, RegressorMixin, BaseEstimator
 ):
     """Sparse variational Gaussian-process regression (SVGP) with a squared-exponential kernel.
 
@@ -162,7 +161,6 @@ class SparseGPRegressor(
     # -- fitting ------------------------------------------------------------------------
     def _check_params(self, n_rows: int) -> bool:
         """Validate constructor arguments against the data; return whether the kernel is ARD."""
-        self._validate_params()
         if isinstance(self.kernel, RBF):
             ard = self.kernel.ard or self.optimizer is None
         elif self.kernel in KERNELS:
@@ -182,22 +180,8 @@ class SparseGPRegressor(
             )
         return ard
 
-    def fit(self, X, y, *, callback=None):
-        """Train the SVGP and build its posterior.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            NumPy, pandas (column names become feature names) or torch. At least 2 rows.
-        y : array-like of shape (n_samples,)
-        callback : callable(step, total), optional
-            Called after every optimisation step (for progress bars of a caller).
-
-        Returns
-        -------
-        self
-        """
-        X, y, names = self._validate_data(X, y)
+    def _fit(self, X, y, names, callback) -> None:
+        """Train the SVGP and build its posterior (data and parameters validated)."""
         ard = self._check_params(X.shape[0])
         constant = constant_columns(X, names)
         scaling = FeatureScaling(X, np.flatnonzero(~constant))
@@ -266,7 +250,6 @@ class SparseGPRegressor(
             data_inputs=X,
             feature_names=names,
         )
-        return self
 
     def _initial_inducing_points(self, Xs: np.ndarray, rng) -> np.ndarray:
         """Initial Z in standardised units, (n_inducing, n_active)."""
