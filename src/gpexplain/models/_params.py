@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 from gpexplain._validation import as_feature_matrix, as_target
+from gpexplain.models._fitting import OPTIMIZERS
 
 __all__ = [
+    "MULTISTART_CONSTRAINTS",
     "Integer",
     "InvalidParameterError",
     "Options",
@@ -142,3 +144,13 @@ class ValidatedEstimator:
         self.feature_names_in_ = list(names)
         self.n_features_in_ = len(self.feature_names_in_)
 
+
+
+#: The constraints every multi-start L-BFGS estimator shares.
+MULTISTART_CONSTRAINTS = {
+    "noise": Variance(),
+    "n_restarts": Integer(0),
+    "optimizer": Options(OPTIMIZERS),
+    "max_iter": Integer(1),
+    "random_state": Seed(),
+}

@@ -35,12 +35,11 @@ from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
-    OPTIMIZERS,
     best_of_starts,
     log_uniform,
     maximise_exact_marginal_likelihood,
 )
-from gpexplain.models._params import Integer, Options, Seed, Variance
+from gpexplain.models._params import MULTISTART_CONSTRAINTS, Integer, Options
 from gpexplain.models._standardisation import (
     constant_columns,
     original_lengthscales,
@@ -129,11 +128,7 @@ class AdditiveGPRegressor(
     _parameter_constraints = {
         "measure": Options(MEASURES),
         "max_order": Integer(1, allow_none=True),
-        "noise": Variance(),
-        "n_restarts": Integer(0),
-        "optimizer": Options(OPTIMIZERS),
-        "max_iter": Integer(1),
-        "random_state": Seed(),
+        **MULTISTART_CONSTRAINTS,
     }
 
     def __init__(

@@ -27,13 +27,12 @@ from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
     NOISE_LOWER_BOUND,
-    OPTIMIZERS,
     best_of_starts,
     log_uniform,
     maximise_exact_marginal_likelihood,
 )
 from gpexplain.models._kernel_choices import kernel_choice
-from gpexplain.models._params import Integer, Options, Seed, Variance
+from gpexplain.models._params import MULTISTART_CONSTRAINTS
 from gpexplain.models._standardisation import (
     IGNORED,
     FeatureScaling,
@@ -125,11 +124,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "noise": Variance(),
-        "n_restarts": Integer(0),
-        "optimizer": Options(OPTIMIZERS),
-        "max_iter": Integer(1),
-        "random_state": Seed(),
+        **MULTISTART_CONSTRAINTS,
     }
 
     def __init__(
