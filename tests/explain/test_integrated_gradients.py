@@ -602,3 +602,12 @@ def test_bad_baseline_arrays(background_setup):
         integrated_gradients(posterior, Xq, np.zeros((0, 2)))
     with pytest.raises(ValueError, match=r"\(n_baselines, 2\) array"):
         integrated_gradients(posterior, Xq, np.zeros((2, 2, 2)))
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_matern_half_is_refused_under_every_rule(rule):
+    X, y = _data(n=10)
+    module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=0.5))
+    posterior = ExactPosterior(X, y, module, 0.1)
+    with pytest.raises(ValueError, match="not differentiable"):
+        integrated_gradients(posterior, X[:2], rule=rule)

@@ -258,6 +258,19 @@ class PlainQuadrature(_Quadrature):
         )
 
 
+def _refuse_matern_half(module) -> None:
+    """Matern 1/2 anywhere in the kernel: f has no derivative, so no rule can integrate one
+    (the graded rule found it among its radial leaves; the other rules returned numbers)."""
+    import gpytorch
+
+    for part in module.modules():
+        if isinstance(part, gpytorch.kernels.MaternKernel) and part.nu < 1.0:
+            raise ValueError(
+                "a Matern kernel with nu=0.5 is not differentiable: integrated gradients of "
+                "its GP do not exist, with any quadrature rule; use nu=1.5 or 2.5."
+            )
+
+
 @IntegratedGradient.register(Kernel)
 def quadrature_scheme(functional: IntegratedGradient, kernel, Z: np.ndarray) -> _Quadrature:
     """Stationary (graded) quadrature where the kernel is built from radial leaves and the
@@ -270,6 +283,7 @@ def quadrature_scheme(functional: IntegratedGradient, kernel, Z: np.ndarray) -> 
     """
     nodes, weights = quadrature_rule(functional.rule, functional.n_steps)
     module = kernel.torch_kernel(Z.shape[1])
+    _refuse_matern_half(module)
     leaves = None
     if functional.rule == "gauss-legendre":
         leaves = radial_leaves(module, Z.shape[1])
