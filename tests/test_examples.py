@@ -24,4 +24,6 @@ def test_example_runs(script, figure, tmp_path, monkeypatch, capsys):
     output = capsys.readouterr().out
     if script.startswith("taipei"):
         difference = float(output.split("largest difference of attribution means: ")[1].split()[0])
-        assert difference < 1e-2  # attributions of a target in the tens: ASI holds
+        # Two independent fits (README: about 5e-3); the exact invariance of the explanation
+        # itself is tested in tests/explain at 1e-10.
+        assert difference < 1e-2

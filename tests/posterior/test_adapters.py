@@ -111,8 +111,7 @@ def test_gpytorch_exact_gp_predictions(mean_kind, kernel_kind):
 
 
 def test_gpytorch_scaled_rbf_is_explained_in_closed_form():
-    if not isinstance(as_kernel(_scaled(gpytorch.kernels.RBFKernel(ard_num_dims=3))), RBF):
-        pytest.skip("as_kernel does not convert ScaleKernel(RBFKernel) to gx RBF yet")
+    assert isinstance(as_kernel(_scaled(gpytorch.kernels.RBFKernel(ard_num_dims=3))), RBF)
     model, likelihood = _exact_model(
         gpytorch.means.ConstantMean(), gpytorch.kernels.RBFKernel(ard_num_dims=3)
     )
