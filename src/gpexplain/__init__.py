@@ -18,6 +18,7 @@ from gpexplain.posterior import (
     MixturePosterior,
     RandomFeaturePosterior,
     VariationalPosterior,
+    from_botorch,
     from_gpytorch,
     from_sklearn,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "SparseGPRegressor",
     "VariationalPosterior",
     "datasets",
+    "from_botorch",
     "from_gpytorch",
     "from_sklearn",
     "global_shapley_values",

@@ -2,6 +2,7 @@
 
 from gpexplain.posterior.adapters import from_gpytorch, from_sklearn
 from gpexplain.posterior.base import Posterior, as_posterior
+from gpexplain.posterior.botorch import from_botorch
 from gpexplain.posterior.exact import ExactPosterior, cholesky_with_jitter
 from gpexplain.posterior.mixture import MixturePosterior
 from gpexplain.posterior.random_features import RandomFeaturePosterior
@@ -15,6 +16,7 @@ __all__ = [
     "VariationalPosterior",
     "as_posterior",
     "cholesky_with_jitter",
+    "from_botorch",
     "from_gpytorch",
     "from_sklearn",
 ]
