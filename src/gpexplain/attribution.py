@@ -6,6 +6,7 @@ features and a feature-by-feature covariance. Plots, tables and metrics all read
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,6 +132,65 @@ class Attribution:
                 "lower": lower.ravel(),
                 "upper": upper.ravel(),
             }
+        )
+
+    def to_shap(self, level: float = 0.95):
+        """This result as a ``shap.Explanation``, for shap's waterfall, bar and beeswarm plots.
+
+        Parameters
+        ----------
+        level : float, default 0.95
+            Level of the central credible interval stored in ``lower_bounds``/``upper_bounds``.
+
+        Returns
+        -------
+        shap.Explanation
+            ``values``: the posterior means (n_points, n_features), in units of the target;
+            ``base_values``: ``baseline_prediction`` for every point (n_points,);
+            ``data``: the explained points ``X``; ``feature_names``; and the uncertainty
+            alongside: ``error_std`` (posterior standard deviations, (n_points, n_features))
+            and ``lower_bounds``/``upper_bounds`` (the ``level`` interval of ``interval``).
+            shap's plots read the means and base values; ``values.sum(1) + base_values`` is
+            the prediction for complete methods (integrated gradients, Shapley values, GPX).
+
+        Raises
+        ------
+        ImportError
+            shap is not installed (``pip install "gpexplain[shap]"``).
+        ValueError
+            ``level`` not strictly between 0 and 1.
+
+        Warns
+        -----
+        UserWarning
+            For results without a base value (plain gradients): ``base_values`` are then 0,
+            so the f(x) that shap's waterfall shows is the sum of the values, not the
+            prediction.
+        """
+        try:
+            import shap
+        except ImportError:
+            raise ImportError(
+                'Attribution.to_shap needs shap: pip install "gpexplain[shap]".'
+            ) from None
+        lower, upper = self.interval(level)
+        base = self.baseline_prediction
+        if base is None:
+            warnings.warn(
+                f"{self.method} has no base value the attributions complete to; base_values "
+                "are set to 0, so shap's f(x) is the sum of the values, not the prediction.",
+                UserWarning,
+                stacklevel=2,
+            )
+            base = 0.0
+        return shap.Explanation(
+            values=self.mean.copy(),
+            base_values=np.full(self.n_points, float(base)),
+            data=self.X.copy(),
+            feature_names=list(self.feature_names),
+            lower_bounds=lower,
+            upper_bounds=upper,
+            error_std=self.std,
         )
 
     def __repr__(self) -> str:
