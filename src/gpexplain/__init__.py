@@ -13,6 +13,7 @@ from gpexplain.models import (
     RandomFeatureGPRegressor,
     SparseGPRegressor,
 )
+from gpexplain.persistence import load
 from gpexplain.posterior import (
     ExactPosterior,
     MixturePosterior,
@@ -44,6 +45,7 @@ __all__ = [
     "gradients",
     "integrated_gradients",
     "kernels",
+    "load",
     "measures",
     "metrics",
     "plot",

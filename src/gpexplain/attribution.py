@@ -193,6 +193,25 @@ class Attribution:
             error_std=self.std,
         )
 
+    def save(self, path):
+        """Save to a directory: ``attribution.parquet`` (the table of ``to_frame``), the
+        covariance and per-point arrays in ``arrays.npz``, metadata in ``gpexplain.json``.
+
+        ``gx.load(path)`` reads it back identically (no pickle; see ``gpexplain.persistence``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A directory, created if needed.
+
+        Returns
+        -------
+        pathlib.Path
+        """
+        from gpexplain.persistence import save
+
+        return save(self, path)
+
     def __repr__(self) -> str:
         cov = "full covariance" if self.cov is not None else "no covariance"
         return (

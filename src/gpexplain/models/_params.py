@@ -139,6 +139,33 @@ class ValidatedEstimator:
         self._record_features(names)
         return X, y, names
 
+    def save(self, path):
+        """Save the fitted estimator to a directory (or a ``.npz`` file); ``gx.load`` reads it.
+
+        JSON and ``.npz`` arrays (no pickle), with the format and library versions recorded;
+        see ``gpexplain.persistence``. The loaded estimator predicts and explains
+        bit-identically.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+
+        Returns
+        -------
+        pathlib.Path
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        """
+        from sklearn.utils.validation import check_is_fitted
+
+        from gpexplain.persistence import save
+
+        check_is_fitted(self)
+        return save(self, path)
+
     def _record_features(self, names) -> None:
         """``feature_names_in_`` and ``n_features_in_``: the explained features' names."""
         self.feature_names_in_ = list(names)

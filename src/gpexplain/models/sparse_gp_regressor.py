@@ -111,6 +111,8 @@ class SparseGPRegressor(
         ``optimizer=None`` one value, the full-data ELBO per data point.
     gpytorch_model_, gpytorch_likelihood_ : gpytorch modules
         The trained model and likelihood, in standardised units (eval mode, float64).
+        Training state, not saved by ``save`` (None after ``gx.load``): ``posterior_`` holds
+        everything predictions and explanations use.
     constant_features_ : list of str
     feature_names_in_ : list of str
     n_features_in_ : int
@@ -147,6 +149,7 @@ class SparseGPRegressor(
         self.optimizer = optimizer
         self.random_state = random_state
 
+    _not_saved = ("gpytorch_model_", "gpytorch_likelihood_")  # see persistence.py
     _parameter_constraints = {
         "n_inducing": Integer(1),
         "batch_size": Integer(1),

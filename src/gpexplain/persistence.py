@@ -1,0 +1,437 @@
+"""Save and load fitted estimators and attributions, in a safe, versioned format.
+
+No pickle: a saved object is a JSON document (``gpexplain.json``: the format and library
+versions, the kind of object, and its state as a tree) plus its arrays in an ``.npz`` file read
+with ``allow_pickle=False``. The tree holds numbers, strings, lists, dicts, arrays and tensors,
+and objects of an allow-list of classes: gpexplain's own, GPyTorch's (kernels, constraints,
+priors, means, likelihoods) and a few of torch and scikit-learn's scaling classes. An object
+is restored by creating its class without running any constructor and setting its saved
+attributes, so loading runs no code named by the file; functions (a GPyTorch constraint's
+transform) are restored only from a fixed list of transforms. Any estimator built from these
+pieces saves and loads with no code of its own (its fitted attributes are walked); an
+estimator lists attributes that are not part of the fitted model in ``_not_saved`` (e.g. the
+training-time GPyTorch modules of ``SparseGPRegressor``), which are None after loading.
+
+An ``Attribution`` is saved as a directory a user can also read without gpexplain:
+``attribution.parquet`` (the tidy table of ``Attribution.to_frame``: one row per point and
+feature), ``arrays.npz`` (the covariance and the per-point arrays) and ``gpexplain.json``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import warnings
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["FORMAT_VERSION", "load", "save"]
+
+FORMAT_VERSION = 1
+_HEADER = "gpexplain.json"
+_ARRAYS = "arrays.npz"
+_TABLE = "attribution.parquet"
+_HEADER_IN_FILE = "__gpexplain__"  # the JSON, inside a single-file .npz save
+_CLASS_PREFIXES = ("gpexplain.", "gpytorch.", "torch.nn.modules.", "sklearn.preprocessing.")
+
+
+def save(obj, path) -> Path:
+    """Save a fitted estimator or an ``Attribution``.
+
+    Parameters
+    ----------
+    obj : fitted gpexplain estimator or Attribution
+    path : str or os.PathLike
+        A directory (created if needed; files in it with the names used here are
+        overwritten), or for an estimator a single file ending in ``.npz``.
+
+    Returns
+    -------
+    pathlib.Path
+        Where it was written.
+
+    Raises
+    ------
+    TypeError
+        ``obj`` is neither an estimator nor an Attribution, or holds an object of a class
+        that cannot be saved safely (named, with its attribute path).
+    ValueError
+        An Attribution to a ``.npz`` file (it is a directory with a Parquet table).
+    """
+    from gpexplain.attribution import Attribution
+
+    path = Path(os.fspath(path))
+    if isinstance(obj, Attribution):
+        if path.suffix == ".npz":
+            raise ValueError(
+                f"an Attribution is saved to a directory (Parquet table + covariance), got "
+                f"the file name {str(path)!r}; pass a directory path."
+            )
+        return _save_attribution(obj, path)
+    if not hasattr(obj, "fit") or not type(obj).__module__.startswith("gpexplain."):
+        raise TypeError(
+            f"save takes a fitted gpexplain estimator or an Attribution, got "
+            f"{type(obj).__name__}."
+        )
+    encoder = _Encoder()
+    excluded = set(getattr(obj, "_not_saved", ()))
+    state = {key: value for key, value in vars(obj).items() if key not in excluded}
+    header = _header("model", obj)
+    header["not_saved"] = sorted(excluded)
+    header["state"] = encoder.encode(state, type(obj).__name__)
+    _write(path, header, encoder.arrays)
+    return path
+
+
+def load(path, expected=None):
+    """Load what ``save`` (or ``model.save``, ``Attribution.save``) wrote.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The directory or ``.npz`` file.
+    expected : type, optional
+        Refuse anything that is not an instance of this class (e.g. ``gx.GPRegressor``, or
+        ``gx.Attribution``).
+
+    Returns
+    -------
+    estimator or Attribution
+        Identical to what was saved: predictions and explanations of a loaded estimator are
+        bit-identical to the original's on the same machine.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing saved there.
+    ValueError
+        Not a gpexplain save, a format version this gpexplain cannot read, or a file written
+        by another gpexplain major.minor version (whose classes may differ); the versions are
+        named.
+    TypeError
+        The saved object is not an instance of ``expected``, or names a class or function
+        outside the allow-list (a tampered file).
+    """
+    path = Path(os.fspath(path))
+    header, arrays = _read(path)
+    kind = header.get("kind")
+    if kind == "attribution":
+        obj = _load_attribution(path, header, arrays)
+    elif kind == "model":
+        obj = _Decoder(arrays).decode(header["state"])
+        cls = _allowed_class(header["class"])
+        estimator = cls.__new__(cls)
+        estimator.__dict__.update(obj)
+        estimator.__dict__.update(dict.fromkeys(header.get("not_saved", [])))
+        obj = estimator
+    else:
+        raise ValueError(f"{path} holds an unknown kind of object {kind!r}.")
+    if expected is not None and not isinstance(obj, expected):
+        raise TypeError(
+            f"{path} holds a {type(obj).__name__} ({kind}), not a {expected.__name__}."
+        )
+    return obj
+
+
+# -- header, files, versions ----------------------------------------------------------------
+def _versions() -> dict[str, str]:
+    import gpytorch
+    import torch
+
+    import gpexplain
+
+    return {
+        "gpexplain": gpexplain.__version__,
+        "torch": torch.__version__,
+        "gpytorch": gpytorch.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def _header(kind: str, obj) -> dict:
+    return {
+        "format": "gpexplain",
+        "format_version": FORMAT_VERSION,
+        "versions": _versions(),
+        "kind": kind,
+        "class": _class_name(type(obj)),
+    }
+
+
+def _write(path: Path, header: dict, arrays: dict[str, np.ndarray]) -> None:
+    text = json.dumps(header, allow_nan=False)
+    if path.suffix == ".npz":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, **arrays, **{_HEADER_IN_FILE: np.array(text)})
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    np.savez(path / _ARRAYS, **arrays)
+    (path / _HEADER).write_text(text, encoding="utf-8")
+
+
+def _read(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    if path.is_file() and path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+        if _HEADER_IN_FILE not in arrays:
+            raise ValueError(f"{path} is an .npz file but not a gpexplain save (no header).")
+        text = str(arrays.pop(_HEADER_IN_FILE))
+    elif path.is_dir():
+        if not (path / _HEADER).is_file():
+            raise ValueError(f"{path} is not a gpexplain save (no {_HEADER} in it).")
+        text = (path / _HEADER).read_text(encoding="utf-8")
+        with np.load(path / _ARRAYS, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    else:
+        raise FileNotFoundError(f"no gpexplain save at {path} (a directory or an .npz file).")
+    header = json.loads(text)
+    _check_versions(path, header)
+    return header, arrays
+
+
+def _check_versions(path: Path, header: dict) -> None:
+    if header.get("format") != "gpexplain":
+        raise ValueError(f"{path} is not a gpexplain save.")
+    saved = header.get("versions", {})
+    if header.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{path} has save format version {header.get('format_version')!r} (written by "
+            f"gpexplain {saved.get('gpexplain')}); this gpexplain reads format version "
+            f"{FORMAT_VERSION}. Load it with the gpexplain version that wrote it."
+        )
+    current = _versions()
+    if _minor(saved.get("gpexplain", "")) != _minor(current["gpexplain"]):
+        raise ValueError(
+            f"{path} was written by gpexplain {saved.get('gpexplain')}; this is gpexplain "
+            f"{current['gpexplain']}, whose classes may differ. Load it with gpexplain "
+            f"{saved.get('gpexplain')} (or refit)."
+        )
+    changed = [
+        f"{name} {saved[name]} (now {current[name]})"
+        for name in ("torch", "gpytorch", "numpy")
+        if saved.get(name) not in (None, current[name])
+    ]
+    if changed:
+        warnings.warn(
+            f"{path} was saved with {', '.join(changed)}; predictions may differ in the last "
+            "digits.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _minor(version: str) -> tuple[str, ...]:
+    return tuple(version.split(".")[:2])
+
+
+# -- the state tree ------------------------------------------------------------------------
+def _class_name(cls) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _local_classes() -> dict:
+    """Classes defined at first use inside a function, found by name."""
+    from gpexplain.kernels.gpytorch_adapter import _input_scaled_class
+
+    cls = _input_scaled_class()
+    return {_class_name(cls): cls}
+
+
+def _allowed_class(name: str):
+    module_name, _, qualname = name.partition(":")
+    if not module_name.startswith(_CLASS_PREFIXES):
+        raise TypeError(f"the save names class {name!r}, outside the allowed packages.")
+    local = _local_classes()
+    if name in local:
+        return local[name]
+    target = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    if not isinstance(target, type):
+        raise TypeError(f"the save names {name!r}, which is not a class.")
+    return target
+
+
+def _allowed_functions() -> dict:
+    """The functions a saved object may hold: GPyTorch constraints' transforms."""
+    import gpytorch.utils.transforms as transforms
+    import torch
+
+    functions = [torch.exp, torch.log, torch.sigmoid, torch.nn.functional.softplus]
+    functions += [value for value in vars(transforms).values() if callable(value)]
+    return {f"{getattr(f, '__module__', None) or 'torch'}:{f.__name__}": f for f in functions}
+
+
+def _is_hook_table(key, value) -> bool:
+    """torch.nn.Module's hook tables: hooks are not part of a fitted model."""
+    return isinstance(key, str) and "hook" in key and isinstance(value, OrderedDict)
+
+
+class _Encoder:
+    """Object tree -> JSON tree, arrays set aside; shared objects are stored once."""
+
+    def __init__(self):
+        self.arrays: dict[str, np.ndarray] = {}
+        self.seen: dict[int, int] = {}
+        self.keep_alive: list = []  # ids stay unique while encoding
+        self.functions = {id(f): name for name, f in _allowed_functions().items()}
+
+    def _array(self, values: np.ndarray) -> str:
+        if values.dtype.hasobject:
+            raise TypeError("object arrays cannot be saved safely")
+        key = f"a{len(self.arrays)}"
+        self.arrays[key] = values
+        return key
+
+    def encode(self, obj, where: str):
+        import torch
+
+        if obj is None or type(obj) in (bool, str, int):
+            return obj
+        if type(obj) is float:
+            return obj if np.isfinite(obj) else {"float": repr(obj)}
+        if id(obj) in self.seen:
+            return {"ref": self.seen[id(obj)]}
+        reference = len(self.seen)
+        self.seen[id(obj)] = reference
+        self.keep_alive.append(obj)
+        node = self._node(obj, where, torch)
+        node["id"] = reference
+        return node
+
+    def _node(self, obj, where, torch) -> dict:
+        if isinstance(obj, np.ndarray | np.generic):
+            return {"ndarray": self._array(np.asarray(obj)), "scalar": np.ndim(obj) == 0
+                    and isinstance(obj, np.generic)}
+        if isinstance(obj, torch.Tensor):
+            return {
+                "tensor": self._array(obj.detach().cpu().numpy()),
+                "parameter": isinstance(obj, torch.nn.Parameter),
+                "requires_grad": bool(obj.requires_grad),
+            }
+        if isinstance(obj, torch.Size):
+            return {"size": list(obj)}
+        if isinstance(obj, list | tuple | set | frozenset):
+            kind = type(obj).__name__
+            if kind not in ("list", "tuple", "set", "frozenset"):
+                raise TypeError(f"cannot save {where}: {type(obj).__name__} is not allowed.")
+            return {kind: [self.encode(value, f"{where}[{i}]") for i, value in enumerate(obj)]}
+        if isinstance(obj, dict):
+            if type(obj) not in (dict, OrderedDict):
+                raise TypeError(f"cannot save {where}: {type(obj).__name__} is not allowed.")
+            items = [
+                [self.encode(key, where), self.encode(
+                    OrderedDict() if _is_hook_table(key, value) else value, f"{where}[{key!r}]"
+                )]
+                for key, value in obj.items()
+            ]
+            return {"dict": items, "ordered": type(obj) is OrderedDict}
+        if id(obj) in self.functions:
+            return {"function": self.functions[id(obj)]}
+        name = _class_name(type(obj))
+        if not name.startswith(_CLASS_PREFIXES) or not hasattr(obj, "__dict__"):
+            raise TypeError(
+                f"cannot save {where}: objects of class {name} are not on the allow-list of "
+                "safe classes (gpexplain, GPyTorch, torch.nn modules, scikit-learn scalers)."
+            )
+        _allowed_class(name)  # what load will accept
+        state = {key: value for key, value in vars(obj).items()}
+        return {"object": name, "state": self.encode(state, f"{where}.")}
+
+
+class _Decoder:
+    """JSON tree -> objects; the inverse of ``_Encoder``."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        self.arrays = arrays
+        self.objects: dict[int, object] = {}
+        self.functions = _allowed_functions()
+
+    def decode(self, node):
+        if node is None or isinstance(node, bool | str | int | float):
+            return node
+        if "float" in node:
+            return float(node["float"])
+        if "ref" in node:
+            return self.objects[node["ref"]]
+        obj = self._build(node)
+        self.objects[node["id"]] = obj
+        return obj
+
+    def _build(self, node):
+        import torch
+
+        if "ndarray" in node:
+            values = self.arrays[node["ndarray"]]
+            return values[()] if node["scalar"] else values
+        if "tensor" in node:
+            tensor = torch.from_numpy(np.array(self.arrays[node["tensor"]]))
+            if node["parameter"]:
+                return torch.nn.Parameter(tensor, requires_grad=node["requires_grad"])
+            return tensor.requires_grad_(node["requires_grad"])
+        if "size" in node:
+            return torch.Size(node["size"])
+        for kind, build in (("list", list), ("tuple", tuple), ("set", set),
+                            ("frozenset", frozenset)):
+            if kind in node:
+                return build(self.decode(value) for value in node[kind])
+        if "dict" in node:
+            build = OrderedDict if node["ordered"] else dict
+            return build((self._key(key), self.decode(value)) for key, value in node["dict"])
+        if "function" in node:
+            if node["function"] not in self.functions:
+                raise TypeError(f"the save names function {node['function']!r}, not allowed.")
+            return self.functions[node["function"]]
+        cls = _allowed_class(node["object"])
+        obj = cls.__new__(cls)
+        self.objects[node["id"]] = obj  # before its attributes: they may refer back to it
+        obj.__dict__.update(self.decode(node["state"]))
+        return obj
+
+    def _key(self, node):
+        key = self.decode(node)
+        return tuple(key) if isinstance(key, list) else key
+
+
+# -- attributions --------------------------------------------------------------------------
+_ATTRIBUTION_ARRAYS = ("cov", "prediction", "baseline", "difference_variance")
+
+
+def _save_attribution(attribution, path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    attribution.to_frame().to_parquet(path / _TABLE, index=False)
+    arrays = {
+        name: np.asarray(getattr(attribution, name))
+        for name in _ATTRIBUTION_ARRAYS
+        if getattr(attribution, name) is not None
+    }
+    header = _header("attribution", attribution)
+    header.update(
+        n_points=attribution.n_points,
+        feature_names=list(attribution.feature_names),
+        method=attribution.method,
+        baseline_prediction=attribution.baseline_prediction,
+    )
+    _write(path, header, arrays)
+    return path
+
+
+def _load_attribution(path: Path, header: dict, arrays: dict[str, np.ndarray]):
+    import pandas as pd
+
+    from gpexplain.attribution import Attribution
+
+    table = pd.read_parquet(path / _TABLE)
+    shape = (header["n_points"], len(header["feature_names"]))
+    baseline_prediction = header["baseline_prediction"]
+    return Attribution(
+        mean=table["attribution"].to_numpy(dtype=np.float64).reshape(shape),
+        X=table["value"].to_numpy(dtype=np.float64).reshape(shape),
+        feature_names=list(header["feature_names"]),
+        method=header["method"],
+        baseline_prediction=baseline_prediction,
+        **{name: arrays.get(name) for name in _ATTRIBUTION_ARRAYS},
+    )

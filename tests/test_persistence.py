@@ -1,0 +1,160 @@
+"""Save and load: every estimator and Attribution comes back identically (bit-identical
+predictions and explanations), in a format without pickle, with versions checked."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import gpytorch
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpexplain as gx
+from gpexplain import persistence
+
+NAMES = ["a", "b", "c"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3)) * [1.0, 3.0, 0.5] + [0.0, 10.0, -2.0]
+    y = np.sin(X[:, 0]) + 0.2 * X[:, 1] + 0.1 * rng.normal(size=30)
+    return pd.DataFrame(X, columns=NAMES), y
+
+
+def _estimators():
+    return {
+        "exact ard": gx.GPRegressor(n_restarts=0, max_iter=15),
+        "exact matern52": gx.GPRegressor(kernel="matern52", n_restarts=0, max_iter=10),
+        "exact gpytorch kernel": gx.GPRegressor(
+            kernel=gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5)),
+            n_restarts=0, max_iter=10,
+        ),
+        "sparse": gx.SparseGPRegressor(n_inducing=8, n_epochs=3),
+        "random features": gx.RandomFeatureGPRegressor(n_frequencies=30, n_models=2),
+        "additive": gx.AdditiveGPRegressor(max_order=2, n_restarts=0, max_iter=10),
+        "gpx": gx.GPXRegressor(max_iter=10),
+    }
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    """Each estimator fitted once (small fits), shared by the file and directory cases."""
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {name: model.fit(X, y) for name, model in _estimators().items()}
+
+
+def _explain(model, X):
+    if isinstance(model, gx.GPXRegressor):
+        return model.explain(X)
+    if isinstance(model, gx.AdditiveGPRegressor):
+        return gx.shapley_values(model, X)
+    return gx.integrated_gradients(model, X, baseline="mean", n_steps=16)
+
+
+@pytest.mark.parametrize("name", list(_estimators()))
+@pytest.mark.parametrize("as_file", [False, True])
+def test_loaded_estimator_predicts_and_explains_bit_identically(
+    data, fitted, tmp_path, name, as_file
+):
+    X, _ = data
+    model = fitted[name]
+    path = tmp_path / ("model.npz" if as_file else "model")
+    model.save(path)
+    loaded = gx.load(path)
+    assert type(loaded) is type(model)
+    assert loaded.get_params().keys() == model.get_params().keys()
+    Xq = X.iloc[:5] + 0.3
+    mean, std = model.predict(Xq, return_std=True)
+    loaded_mean, loaded_std = loaded.predict(Xq, return_std=True)
+    np.testing.assert_array_equal(loaded_mean, mean)
+    np.testing.assert_array_equal(loaded_std, std)
+    original, again = _explain(model, Xq.iloc[:3]), _explain(loaded, Xq.iloc[:3])
+    np.testing.assert_array_equal(again.mean, original.mean)
+    np.testing.assert_array_equal(again.cov, original.cov)
+    assert again.feature_names == NAMES
+    # Wrong column names are still refused by the loaded model (its names were saved).
+    with pytest.raises(ValueError, match="column"):
+        loaded.predict(Xq.rename(columns={"a": "z"}))
+
+
+def test_saved_files_hold_no_pickle(data, tmp_path):
+    X, y = data
+    model = gx.GPRegressor(kernel="matern52", n_restarts=0, max_iter=5).fit(X, y)
+    model.save(tmp_path / "m")
+    header = json.loads((tmp_path / "m" / "gpexplain.json").read_text())
+    assert header["format_version"] == persistence.FORMAT_VERSION
+    assert header["versions"]["gpexplain"] == gx.__version__
+    assert header["class"] == "gpexplain.models.gp_regressor:GPRegressor"
+    with np.load(tmp_path / "m" / "arrays.npz", allow_pickle=False) as archive:
+        assert archive.files  # the fitted arrays are there, and each loads without pickle
+        for key in archive.files:
+            assert not archive[key].dtype.hasobject, key
+
+
+def test_attribution_round_trip_through_parquet_and_npz(data, tmp_path):
+    X, y = data
+    model = gx.GPRegressor(n_restarts=0, max_iter=10).fit(X, y)
+    for attr in (
+        gx.integrated_gradients(model, X.iloc[:4], baseline="mean"),
+        gx.integrated_gradients(model, X.iloc[:2], baseline=X.iloc[5:8].to_numpy()),
+        gx.gradients(model, X.iloc[:3]),
+    ):
+        path = attr.save(tmp_path / "attr")
+        # Readable without gpexplain: the tidy table.
+        table = pd.read_parquet(path / "attribution.parquet")
+        assert list(table.columns[:4]) == ["point", "feature", "value", "attribution"]
+        loaded = gx.load(path, expected=gx.Attribution)
+        for field in ("mean", "cov", "X", "prediction", "baseline", "difference_variance"):
+            expected = getattr(attr, field)
+            if expected is None:
+                assert getattr(loaded, field) is None
+            else:
+                np.testing.assert_array_equal(getattr(loaded, field), expected)
+        assert loaded.baseline_prediction == attr.baseline_prediction
+        assert (loaded.feature_names, loaded.method) == (attr.feature_names, attr.method)
+
+
+def test_wrong_kind_version_or_tampering_is_refused(data, tmp_path):
+    X, y = data
+    model = gx.GPRegressor(n_restarts=0, max_iter=5).fit(X, y)
+    path = model.save(tmp_path / "m")
+    with pytest.raises(TypeError, match="not a SparseGPRegressor"):
+        gx.load(path, expected=gx.SparseGPRegressor)
+    with pytest.raises(FileNotFoundError, match="no gpexplain save"):
+        gx.load(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="not a gpexplain save"):
+        gx.load(tmp_path / "empty")
+    with pytest.raises(ValueError, match="directory"):
+        gx.integrated_gradients(model, X.iloc[:1]).save(tmp_path / "a.npz")
+
+    header_path = path / "gpexplain.json"
+    original = header_path.read_text()
+    header = json.loads(original)
+    header["format_version"] = 99
+    header_path.write_text(json.dumps(header))
+    with pytest.raises(ValueError, match="format version 99"):
+        gx.load(path)
+    header = json.loads(original)
+    header["versions"]["gpexplain"] = "0.1.0"
+    header_path.write_text(json.dumps(header))
+    with pytest.raises(ValueError, match="written by gpexplain 0.1.0"):
+        gx.load(path)
+    header_path.write_text(original.replace("gpexplain.models.gp_regressor", "os"))
+    with pytest.raises(TypeError, match="outside the allowed packages"):
+        gx.load(path)
+
+
+def test_unfitted_estimator_and_foreign_objects_are_refused(tmp_path):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        gx.GPRegressor().save(tmp_path / "m")
+    with pytest.raises(TypeError, match="estimator or an Attribution"):
+        persistence.save({"a": 1}, tmp_path / "x")
