@@ -34,7 +34,10 @@ def _estimators():
             n_restarts=0, max_iter=10,
         ),
         "sparse": gx.SparseGPRegressor(n_inducing=8, n_epochs=3),
-        "random features": gx.RandomFeatureGPRegressor(n_frequencies=30, n_models=2),
+        "random features": gx.RandomFeatureGPRegressor(
+            n_frequencies=30, n_models=2, lengthscale=[1.0, 3.0, 0.5], variance=1.0, noise=0.1,
+            optimizer=None,
+        ),
         "additive": gx.AdditiveGPRegressor(max_order=2, n_restarts=0, max_iter=10),
         "gpx": gx.GPXRegressor(max_iter=10),
     }
@@ -148,6 +151,12 @@ def test_wrong_kind_version_or_tampering_is_refused(data, tmp_path):
         gx.load(path)
     header_path.write_text(original.replace("gpexplain.models.gp_regressor", "os"))
     with pytest.raises(TypeError, match="outside the allowed packages"):
+        gx.load(path)
+    # A class outside the allow-list reached through an allowed module's attributes.
+    header_path.write_text(original.replace(
+        "gpexplain.models.gp_regressor:GPRegressor", "gpexplain.persistence:np.ndarray"
+    ))
+    with pytest.raises(TypeError, match="not an allowed class"):
         gx.load(path)
 
 

@@ -35,7 +35,7 @@ from rich.progress import (
 from rich.table import Table
 
 import gpexplain
-from gpexplain import _cli_models
+from gpexplain import _cli_models, _cli_saved
 from gpexplain._cli_models import Choice, check_choice, finite_or_none
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.datasets import list_datasets, load_dataset, read_table
@@ -245,11 +245,16 @@ def _run(
     choice: Choice,
     out: Path,
     holdout: bool,
+    save_model: Path | None = None,
+    saved_model=None,
 ) -> None:
-    """Fit, explain, write the output files and print a summary."""
+    """Fit (or take ``saved_model``), explain, write the output files and print a summary."""
     stdout, stderr = Console(), Console(stderr=True)
     try:
-        X, y = _split_target(frame, target)
+        if saved_model is None:
+            X, y = _split_target(frame, target)
+        else:  # --model-from: the saved features, by name; no target needed
+            X = _cli_saved.saved_features(frame, saved_model, target)
         positions = parse_rows(rows, len(X))
         baseline_value, baseline_label = parse_baseline(baseline, X)
         if not choice.uses_baseline and baseline.strip().lower() != "mean":
@@ -277,17 +282,27 @@ def _run(
         warnings.simplefilter("always")
         # Jitter notices while the optimiser explores: internal to fitting, not about the data.
         warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
-        task = progress.add_task(
-            f"Fitting {choice.model} GP ({choice.kernel_label}, {len(X)} rows)", total=None
-        )
-        start = time.perf_counter()
-        try:
-            model = _fit(choice, X, y, _advance(progress, task))
-        except (ValueError, TypeError, FitError) as error:
-            progress.stop()
-            _fail(str(error))
-        timings["fit"] = time.perf_counter() - start
-        progress.update(task, completed=1, total=1)
+        if saved_model is None:
+            task = progress.add_task(
+                f"Fitting {choice.model} GP ({choice.kernel_label}, {len(X)} rows)", total=None
+            )
+            start = time.perf_counter()
+            try:
+                model = _fit(choice, X, y, _advance(progress, task))
+            except (ValueError, TypeError, FitError) as error:
+                progress.stop()
+                _fail(str(error))
+            timings["fit"] = time.perf_counter() - start
+            progress.update(task, completed=1, total=1)
+            if save_model is not None:
+                try:
+                    _cli_saved.save_model(model, choice, target, save_model)
+                except OSError as error:
+                    progress.stop()
+                    _fail(f"cannot save the model to {str(save_model)!r}: {error}")
+        else:
+            model, timings["fit"] = saved_model, None
+            holdout, holdout_summary["skipped"] = False, "model loaded with --model-from"
 
         task = progress.add_task(f"Explaining {len(positions)} row(s)", total=None)
         start = time.perf_counter()
@@ -306,13 +321,15 @@ def _run(
             holdout_summary.update(_holdout(X, y, choice, _advance(progress, task)))
             timings["holdout"] = time.perf_counter() - start
             progress.update(task, completed=1, total=1)
-        else:
+        elif "skipped" not in holdout_summary:
             holdout_summary["skipped"] = "disabled with --no-holdout"
     _show_warnings(caught, stderr)
 
     row_labels = [int(r) if isinstance(r, int | np.integer) else str(r) for r in X.index]
     explained = [row_labels[p] for p in positions]
     written = ["attributions.csv", "summary.json", "attributions.png", "importance.png"]
+    if save_model is not None and saved_model is None:
+        written.append(f"the fitted model (in {save_model})")
     _write_table(attr, explained, out / "attributions.csv")
     if "weights" in extras:
         _write_table(extras["weights"], explained, out / "weights.csv", value_name="weight")
@@ -499,7 +516,10 @@ def explain(
     data: Annotated[
         str, typer.Argument(metavar="DATA", help="CSV (delimiter detected) or Parquet file.")
     ],
-    target: Annotated[str, typer.Option(help="Name of the target column.")],
+    target: Annotated[
+        str | None,
+        typer.Option(help="Name of the target column (with --model-from: dropped if present)."),
+    ] = None,
     rows: RowsOption = "0:20",
     baseline: BaselineOption = "mean",
     model: ModelOption = "exact",
@@ -509,14 +529,37 @@ def explain(
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("gpexplain-out"),
     seed: SeedOption = 0,
     holdout: HoldoutOption = True,
+    save_model: Annotated[
+        Path | None,
+        typer.Option(help="Also save the fitted model to this directory (for --model-from)."),
+    ] = None,
+    model_from: Annotated[
+        Path | None,
+        typer.Option(
+            help="Explain DATA's rows with the model saved in this directory (by --save-model "
+            "or model.save), without fitting; its columns must be the model's features."
+        ),
+    ] = None,
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
+    saved_model = None
     try:
-        choice = check_choice(model, kernel, method, seed, n_inducing)
-    except ValueError as error:
+        if model_from is None:
+            if target is None:
+                raise ValueError("--target is required (unless --model-from is given)")
+            choice = check_choice(model, kernel, method, seed, n_inducing)
+        else:
+            if save_model is not None or (model, kernel, n_inducing) != ("exact", "ard", None):
+                raise ValueError(
+                    "--model-from uses the saved model as it is; drop --model, --kernel, "
+                    "--n-inducing and --save-model"
+                )
+            saved_model, choice, saved_target = _cli_saved.load_model(model_from, method)
+            target = target or saved_target
+    except (ValueError, TypeError, FileNotFoundError) as error:
         _fail(str(error))
     frame = _load_frame(data)
-    _run(frame, str(data), target, rows, baseline, choice, out, holdout)
+    _run(frame, str(data), target, rows, baseline, choice, out, holdout, save_model, saved_model)
 
 
 @app.command()

@@ -250,8 +250,9 @@ def _allowed_class(name: str):
     target = importlib.import_module(module_name)
     for part in qualname.split("."):
         target = getattr(target, part, None)
-    if not isinstance(target, type):
-        raise TypeError(f"the save names {name!r}, which is not a class.")
+    # The name must be the class's own: no reaching other classes through module attributes.
+    if not isinstance(target, type) or _class_name(target) != name:
+        raise TypeError(f"the save names {name!r}, which is not an allowed class.")
     return target
 
 
@@ -261,7 +262,10 @@ def _allowed_functions() -> dict:
     import torch
 
     functions = [torch.exp, torch.log, torch.sigmoid, torch.nn.functional.softplus]
-    functions += [value for value in vars(transforms).values() if callable(value)]
+    functions += [
+        value for value in vars(transforms).values()
+        if callable(value) and not isinstance(value, type)
+    ]
     return {f"{getattr(f, '__module__', None) or 'torch'}:{f.__name__}": f for f in functions}
 
 

@@ -1,0 +1,114 @@
+"""``gpexplain explain --save-model DIR`` and ``--model-from DIR``.
+
+A saved model directory is what ``model.save(DIR)`` writes (``gpexplain.persistence``), plus
+``cli.json``: the command-line choices that built it (model, kernel, method, seed) and the
+target column, so that ``--model-from`` explains new rows with the same options and writes the
+same summary, without refitting. A directory saved from Python (no ``cli.json``) works too: the
+model option is read off the estimator's class.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from gpexplain._cli_models import TABLE, Choice, check_choice
+from gpexplain.models import (
+    AdditiveGPRegressor,
+    GPRegressor,
+    GPXRegressor,
+    RandomFeatureGPRegressor,
+    SparseGPRegressor,
+)
+from gpexplain.persistence import load
+
+__all__ = ["load_model", "save_model", "saved_features"]
+
+CHOICES_FILE = "cli.json"
+_MODEL_OPTION = {
+    GPRegressor: "exact",
+    SparseGPRegressor: "sparse",
+    RandomFeatureGPRegressor: "random-features",
+    AdditiveGPRegressor: "additive",
+    GPXRegressor: "gpx",
+}
+assert set(_MODEL_OPTION.values()) == set(TABLE)
+
+
+def save_model(model, choice: Choice, target: str, directory: Path) -> None:
+    """``model.save(directory)`` plus the choices and target in ``cli.json``."""
+    model.save(directory)
+    record = {
+        "model": choice.model, "kernel": choice.kernel, "method": choice.method,
+        "seed": choice.seed, "n_inducing": choice.n_inducing, "target": target,
+    }
+    (directory / CHOICES_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def load_model(directory: Path, method: str) -> tuple[object, Choice, str | None]:
+    """(fitted estimator, its Choice with ``method`` applied, the saved target or None).
+
+    Raises
+    ------
+    FileNotFoundError, ValueError, TypeError
+        Nothing saved there, an unreadable or incompatible save (``gx.load``), something
+        other than an estimator of the command line, or a ``method`` the model lacks.
+    """
+    model = load(directory)
+    option = _MODEL_OPTION.get(type(model))
+    if option is None:
+        raise TypeError(
+            f"--model-from {directory} holds a {type(model).__name__}, not a fitted model of "
+            f"--model {', '.join(TABLE)}"
+        )
+    record_path = directory / CHOICES_FILE
+    record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
+    if record.get("model", option) != option:
+        raise ValueError(
+            f"{record_path} says --model {record['model']} but the saved model is a "
+            f"{type(model).__name__}"
+        )
+    # The kernel option is the estimator's own parameter (a name, for models the command line
+    # built); a kernel object passed from Python is reported as such.
+    named = isinstance(model.__dict__.get("kernel"), str) or not isinstance(TABLE[option].kernels,
+                                                                            tuple)
+    choice = check_choice(
+        option, model.kernel if named and option in ("exact", "sparse") else "ard", method,
+        record.get("seed", 0), record.get("n_inducing") if option == "sparse" else None,
+    )
+    if not named:
+        choice = replace(choice, kernel=f"{type(model.kernel).__name__} (saved from Python)")
+    return model, choice, record.get("target")
+
+
+def saved_features(frame: pd.DataFrame, model, target: str | None) -> pd.DataFrame:
+    """The saved model's feature columns of ``frame``, matched by name.
+
+    The target column (when present) is dropped; any other column the model was not fitted
+    on is refused, like a missing one: explaining rows of another table would be silently
+    wrong.
+
+    Raises
+    ------
+    ValueError
+        Missing or extra columns (named).
+    """
+    frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
+    names = list(model.feature_names_in_)
+    missing = [name for name in names if name not in frame.columns]
+    extra = [c for c in frame.columns if c not in names and c != target]
+    if missing or extra:
+        problems = []
+        if missing:
+            problems.append("missing " + ", ".join(repr(c) for c in missing))
+        if extra:
+            problems.append("not in the model " + ", ".join(repr(c) for c in extra))
+        raise ValueError(
+            f"the data's columns do not match the saved model's features ({'; '.join(problems)}); "
+            f"the model was fitted on {', '.join(repr(c) for c in names)}"
+            + (f" with target {target!r}" if target else "")
+        )
+    return frame[names]

@@ -1,0 +1,75 @@
+"""``gpexplain explain --save-model DIR`` and ``--model-from DIR``: new rows explained with a
+saved model, without refitting, identically to the run that fitted it."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import gpexplain as gx
+from gpexplain import cli
+from tests.test_cli import assert_ok, invoke, single_start, small_frame  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("single_start")  # fit quality is not the subject
+
+
+@pytest.fixture
+def no_fit_after_save(monkeypatch):
+    """After the first run, any fit is a failure: --model-from must not refit."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("--model-from fitted a model")
+
+    return lambda: monkeypatch.setattr(cli, "_fit", refuse)
+
+
+@pytest.mark.parametrize(
+    "options", [("--model", "exact"), ("--model", "additive"), ("--model", "gpx")]
+)
+def test_saved_model_explains_new_rows_identically(tmp_path, no_fit_after_save, options):
+    frame = small_frame()
+    data = tmp_path / "train.csv"
+    frame.to_csv(data, index=False)
+    saved, first = tmp_path / "model", tmp_path / "first"
+    assert_ok(invoke("explain", data, "--target", "y", "--rows", "0:6", *options,
+                     "--no-holdout", "--save-model", saved, "--out", first))
+    assert (saved / "cli.json").is_file() and (saved / "gpexplain.json").is_file()
+    no_fit_after_save()
+
+    # New rows, columns in another order and without the target: matched by name.
+    new_rows = tmp_path / "new.csv"
+    frame.iloc[:6][["c", "b", "a"]].to_csv(new_rows, index=False)
+    second = tmp_path / "second"
+    result = invoke("explain", new_rows, "--model-from", saved, "--rows", "all", "--out", second)
+    assert_ok(result)
+    before = pd.read_csv(first / "attributions.csv")
+    after = pd.read_csv(second / "attributions.csv")
+    pd.testing.assert_frame_equal(after, before)
+    summary = json.loads((second / "summary.json").read_text())
+    assert summary["model"] == options[1]
+    assert summary["holdout"]["skipped"] == "model loaded with --model-from"
+    assert summary["timings_seconds"]["fit"] is None
+    # The same directory loads in Python.
+    assert isinstance(gx.load(saved), gx.GPRegressor | gx.AdditiveGPRegressor | gx.GPXRegressor)
+
+
+def test_model_from_refuses_mismatched_columns_and_options(tmp_path):
+    frame = small_frame()
+    data = tmp_path / "train.csv"
+    frame.to_csv(data, index=False)
+    saved = tmp_path / "model"
+    assert_ok(invoke("explain", data, "--target", "y", "--rows", "0:2", "--no-holdout",
+                     "--save-model", saved, "--out", tmp_path / "out"))
+    other = tmp_path / "other.csv"
+    frame.rename(columns={"c": "d"}).to_csv(other, index=False)
+    result = invoke("explain", other, "--model-from", saved, "--out", tmp_path / "o2")
+    assert result.exit_code == 2
+    assert "missing 'c'" in result.stderr and "not in the model 'd'" in result.stderr
+    result = invoke("explain", data, "--model-from", saved, "--model", "sparse")
+    assert result.exit_code == 2 and "--model-from uses the saved model" in result.stderr
+    result = invoke("explain", data, "--model-from", tmp_path / "nothing")
+    assert result.exit_code == 2 and "no gpexplain save" in result.stderr
+    result = invoke("explain", data)
+    assert result.exit_code == 2 and "--target is required" in result.stderr
