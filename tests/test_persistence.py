@@ -165,5 +165,22 @@ def test_unfitted_estimator_and_foreign_objects_are_refused(tmp_path):
 
     with pytest.raises(NotFittedError):
         gx.GPRegressor().save(tmp_path / "m")
-    with pytest.raises(TypeError, match="estimator or an Attribution"):
+    with pytest.raises(TypeError, match="estimator, a posterior"):
         persistence.save({"a": 1}, tmp_path / "x")
+
+
+def test_posterior_from_scikit_learn_saves_and_loads(data, tmp_path):
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+
+    X, y = data
+    gpr = GaussianProcessRegressor(RBF([1.0, 1.0, 1.0]) + WhiteKernel(0.1), normalize_y=True)
+    posterior = gx.from_sklearn(gpr.fit(X.to_numpy(), y), feature_names=NAMES)
+    loaded = gx.load(gx.save(posterior, tmp_path / "p"))
+    mean, var = loaded.predict(X.iloc[:4])
+    np.testing.assert_array_equal(mean, posterior.predict(X.iloc[:4])[0])
+    np.testing.assert_array_equal(var, posterior.predict(X.iloc[:4])[1])
+    with pytest.raises(TypeError, match="path must be"):
+        gx.save(posterior, None)
+    with pytest.raises(TypeError, match="expected must be a class"):
+        gx.load(tmp_path / "p", expected="ExactPosterior")

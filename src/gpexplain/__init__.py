@@ -13,7 +13,7 @@ from gpexplain.models import (
     RandomFeatureGPRegressor,
     SparseGPRegressor,
 )
-from gpexplain.persistence import load
+from gpexplain.persistence import load, save
 from gpexplain.posterior import (
     ExactPosterior,
     MixturePosterior,
@@ -50,6 +50,7 @@ __all__ = [
     "metrics",
     "plot",
     "poe",
+    "save",
     "shapley_values",
 ]
 __version__ = "0.2.0"

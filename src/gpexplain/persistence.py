@@ -7,10 +7,12 @@ and objects of an allow-list of classes: gpexplain's own, GPyTorch's (kernels, c
 priors, means, likelihoods) and a few of torch and scikit-learn's scaling classes. An object
 is restored by creating its class without running any constructor and setting its saved
 attributes, so loading runs no code named by the file; functions (a GPyTorch constraint's
-transform) are restored only from a fixed list of transforms. Any estimator built from these
-pieces saves and loads with no code of its own (its fitted attributes are walked); an
-estimator lists attributes that are not part of the fitted model in ``_not_saved`` (e.g. the
-training-time GPyTorch modules of ``SparseGPRegressor``), which are None after loading.
+transform) are restored only from a fixed list of transforms, and methods (a GPyTorch prior's
+parameter closure) only as methods of an allowed class bound to a restored object. Any
+estimator built from these pieces saves and loads with no code of its own (its fitted
+attributes are walked); an estimator lists attributes that are not part of the fitted
+model in ``_not_saved`` (e.g. the training-time GPyTorch modules of ``SparseGPRegressor``),
+which are None after loading. Posteriors (e.g. from ``gx.from_botorch``) save the same way.
 
 An ``Attribution`` is saved as a directory a user can also read without gpexplain:
 ``attribution.parquet`` (the tidy table of ``Attribution.to_frame``: one row per point and
@@ -22,6 +24,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import types
 import warnings
 from collections import OrderedDict
 from pathlib import Path
@@ -43,10 +46,11 @@ def save(obj, path) -> Path:
 
     Parameters
     ----------
-    obj : fitted gpexplain estimator or Attribution
+    obj : fitted gpexplain estimator, posterior or Attribution
+        A posterior: e.g. from ``gx.from_botorch`` or ``gx.ExactPosterior``.
     path : str or os.PathLike
         A directory (created if needed; files in it with the names used here are
-        overwritten), or for an estimator a single file ending in ``.npz``.
+        overwritten), or for an estimator or posterior a single file ending in ``.npz``.
 
     Returns
     -------
@@ -56,14 +60,14 @@ def save(obj, path) -> Path:
     Raises
     ------
     TypeError
-        ``obj`` is neither an estimator nor an Attribution, or holds an object of a class
-        that cannot be saved safely (named, with its attribute path).
+        ``obj`` is none of these, or holds an object of a class that cannot be saved safely
+        (named, with its attribute path); ``path`` not a path.
     ValueError
         An Attribution to a ``.npz`` file (it is a directory with a Parquet table).
     """
     from gpexplain.attribution import Attribution
 
-    path = Path(os.fspath(path))
+    path = _as_path(path)
     if isinstance(obj, Attribution):
         if path.suffix == ".npz":
             raise ValueError(
@@ -71,10 +75,13 @@ def save(obj, path) -> Path:
                 f"the file name {str(path)!r}; pass a directory path."
             )
         return _save_attribution(obj, path)
-    if not hasattr(obj, "fit") or not type(obj).__module__.startswith("gpexplain."):
+    from gpexplain.posterior import MixturePosterior, Posterior
+
+    estimator = hasattr(obj, "fit") and type(obj).__module__.startswith("gpexplain.")
+    if not (estimator or isinstance(obj, Posterior | MixturePosterior)):
         raise TypeError(
-            f"save takes a fitted gpexplain estimator or an Attribution, got "
-            f"{type(obj).__name__}."
+            f"save takes a fitted gpexplain estimator, a posterior (e.g. from gx.from_botorch) "
+            f"or an Attribution, got {type(obj).__name__}."
         )
     encoder = _Encoder()
     excluded = set(getattr(obj, "_not_saved", ()))
@@ -99,7 +106,7 @@ def load(path, expected=None):
 
     Returns
     -------
-    estimator or Attribution
+    estimator, posterior or Attribution
         Identical to what was saved: predictions and explanations of a loaded estimator are
         bit-identical to the original's on the same machine.
 
@@ -112,10 +119,12 @@ def load(path, expected=None):
         by another gpexplain major.minor version (whose classes may differ); the versions are
         named.
     TypeError
-        The saved object is not an instance of ``expected``, or names a class or function
-        outside the allow-list (a tampered file).
+        The saved object is not an instance of ``expected`` (or ``expected`` is not a class),
+        or the file names a class or function outside the allow-list (a tampered file).
     """
-    path = Path(os.fspath(path))
+    path = _as_path(path)
+    if expected is not None and not isinstance(expected, type):
+        raise TypeError(f"expected must be a class (e.g. gx.GPRegressor), got {expected!r}.")
     header, arrays = _read(path)
     kind = header.get("kind")
     if kind == "attribution":
@@ -137,6 +146,12 @@ def load(path, expected=None):
 
 
 # -- header, files, versions ----------------------------------------------------------------
+def _as_path(path) -> Path:
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}.")
+    return Path(os.fspath(path))
+
+
 def _versions() -> dict[str, str]:
     import gpytorch
     import torch
@@ -335,6 +350,8 @@ class _Encoder:
             return {"dict": items, "ordered": type(obj) is OrderedDict}
         if id(obj) in self.functions:
             return {"function": self.functions[id(obj)]}
+        if isinstance(obj, types.MethodType):  # e.g. a GPyTorch prior's parameter closure
+            return {"method": obj.__func__.__name__, "self": self.encode(obj.__self__, where)}
         name = _class_name(type(obj))
         if not name.startswith(_CLASS_PREFIXES) or not hasattr(obj, "__dict__"):
             raise TypeError(
@@ -343,7 +360,7 @@ class _Encoder:
             )
         _allowed_class(name)  # what load will accept
         state = {key: value for key, value in vars(obj).items()}
-        return {"object": name, "state": self.encode(state, f"{where}.")}
+        return {"object": name, "state": self.encode(state, where)}
 
 
 class _Decoder:
@@ -385,6 +402,12 @@ class _Decoder:
         if "dict" in node:
             build = OrderedDict if node["ordered"] else dict
             return build((self._key(key), self.decode(value)) for key, value in node["dict"])
+        if "method" in node:
+            owner = self.decode(node["self"])
+            function = getattr(type(owner), node["method"], None)
+            if not isinstance(function, types.FunctionType):
+                raise TypeError(f"the save names method {node['method']!r}, not allowed.")
+            return types.MethodType(function, owner)
         if "function" in node:
             if node["function"] not in self.functions:
                 raise TypeError(f"the save names function {node['function']!r}, not allowed.")

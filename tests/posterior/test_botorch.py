@@ -160,3 +160,24 @@ def test_zero_mean_module_is_supported():
     model = _fit(SingleTaskGP(X, Y, mean_module=gpytorch.means.ZeroMean(),
                               input_transform=_normalize()))
     _assert_matches(from_botorch(model), model, _query())
+
+
+def test_posterior_of_a_botorch_model_saves_and_loads_bit_identically(tmp_path):
+    """BoTorch's Matern kernel with Gamma priors, composed with the input transform."""
+    from botorch.models.utils.gpytorch_modules import get_matern_kernel_with_gamma_prior
+
+    import gpexplain as gx
+
+    X, Y = _data(seed=9)
+    model = _fit(SingleTaskGP(X, Y, covar_module=get_matern_kernel_with_gamma_prior(3),
+                              input_transform=_normalize()))
+    posterior = from_botorch(model)
+    gx.save(posterior, tmp_path / "posterior.npz")
+    loaded = gx.load(tmp_path / "posterior.npz", expected=gx.ExactPosterior)
+    Xq = _query()
+    for actual, expected in zip(loaded.predict(Xq), posterior.predict(Xq), strict=True):
+        np.testing.assert_array_equal(actual, expected)
+    attr = integrated_gradients(loaded, Xq[:2], n_steps=16)
+    np.testing.assert_array_equal(
+        attr.cov, integrated_gradients(posterior, Xq[:2], n_steps=16).cov
+    )
