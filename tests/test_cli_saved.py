@@ -26,7 +26,12 @@ def no_fit_after_save(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "options", [("--model", "exact"), ("--model", "additive"), ("--model", "gpx")]
+    "options",
+    [
+        ("--model", "exact"),
+        pytest.param(("--model", "additive"), marks=pytest.mark.slow),
+        pytest.param(("--model", "gpx"), marks=pytest.mark.slow),
+    ],
 )
 def test_saved_model_explains_new_rows_identically(tmp_path, no_fit_after_save, options):
     frame = small_frame()
