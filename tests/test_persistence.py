@@ -107,6 +107,7 @@ def test_attribution_round_trip_through_parquet_and_npz(data, tmp_path):
         gx.integrated_gradients(model, X.iloc[:4], baseline="mean"),
         gx.integrated_gradients(model, X.iloc[:2], baseline=X.iloc[5:8].to_numpy()),
         gx.gradients(model, X.iloc[:3]),
+        gx.integrated_gradients(model, X.iloc[:3], return_cov=False),
     ):
         path = attr.save(tmp_path / "attr")
         # Readable without gpexplain: the tidy table.

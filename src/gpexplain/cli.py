@@ -6,6 +6,8 @@ the target, explains the chosen rows (integrated gradients, Shapley values or GP
 contributions: each attribution a Gaussian with an exact mean and covariance), and writes
 ``attributions.csv``, ``summary.json``, ``attributions.png`` and ``importance.png`` (plus
 ``weights.csv`` for GPX and ``global_shapley.png`` for the additive model).
+``--save-model DIR`` also saves the fitted model; ``--model-from DIR`` explains with a saved
+model instead of fitting one (``gpexplain._cli_saved``).
 
 Bad input ends with exit code 2 and a one-line message on stderr; everything else the
 library raises is a bug and keeps its traceback.
