@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("botorch")
+from tests.botorch_settings import unchanged_gpytorch_settings
+
+with unchanged_gpytorch_settings():
+    pytest.importorskip("botorch")
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "botorch_hartmann.py"
 
 

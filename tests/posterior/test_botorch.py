@@ -7,7 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-botorch = pytest.importorskip("botorch")
+from tests.botorch_settings import unchanged_gpytorch_settings  # noqa: E402
+
+with unchanged_gpytorch_settings():
+    botorch = pytest.importorskip("botorch")
 import gpytorch  # noqa: E402
 import torch  # noqa: E402
 from botorch.fit import fit_gpytorch_mll  # noqa: E402
