@@ -72,11 +72,14 @@ def _normalize():
     return Normalize(d=3, bounds=torch.as_tensor(np.stack([LOWER, UPPER])))
 
 
-@pytest.mark.parametrize("transforms", ["both", "outcome only", "none"])
+@pytest.mark.parametrize("transforms", ["both", "input standardize", "outcome only", "none"])
 def test_single_task_gp_matches_botorch_posterior(transforms):
+    from botorch.models.transforms.input import InputStandardize
+
     X, Y = _data()
     kwargs = {
         "both": {"input_transform": _normalize()},
+        "input standardize": {"input_transform": InputStandardize(d=3)},
         "outcome only": {},
         "none": {"outcome_transform": None},
     }[transforms]
