@@ -41,6 +41,7 @@ SUMMARY_KEYS = {
     "completeness_gap",
     "timings_seconds",
     "gpexplain_version",
+    "missing",
 }
 
 runner = CliRunner()
@@ -309,8 +310,10 @@ def _bad_cases(tmp_path, small_csv):
             [_write(tmp_path, "text.csv", text_column), *ok],
             ["'city'", "not numeric", "one-hot"],
         ),
-        "stray marker": ([_write(tmp_path, "stray.csv", stray), *ok], ["'b'", "row 5", "'?'"]),
-        "NaN": ([_write(tmp_path, "nan.csv", with_nan), *ok], ["NaN", "row 3", "'b'"]),
+        "stray marker": (
+            [_write(tmp_path, "stray.csv", stray), *ok], ["'b'", "row 5", "--missing drop"]
+        ),
+        "NaN": ([_write(tmp_path, "nan.csv", with_nan), *ok], ["missing", "row 3", "'b'"]),
         "inf": ([_write(tmp_path, "inf.csv", with_inf), *ok], ["inf", "row 6", "'c'"]),
         "NaN target": ([_write(tmp_path, "nant.csv", nan_target), *ok], ["'y'", "row 2"]),
         "one row": ([_write(tmp_path, "one.csv", frame.iloc[:1]), *ok], ["1 row", "at least 2"]),

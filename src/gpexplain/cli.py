@@ -42,9 +42,10 @@ from gpexplain.datasets import list_datasets, load_dataset, read_table
 from gpexplain.models import FitError, GPRegressor
 from gpexplain.plot import plot_attributions, plot_global_importance
 
-__all__ = ["app", "parse_rows", "parse_baseline"]
+__all__ = ["app", "handle_missing", "parse_rows", "parse_baseline", "resolve_target"]
 
 BASELINES = ("mean", "median", "zeros")
+MISSING_POLICIES = ("error", "drop")
 HOLDOUT_FRACTION = 0.2
 INTERVAL_LEVEL = 0.95
 TOP_FEATURES = 8
@@ -181,24 +182,72 @@ def _check_numeric(frame: pd.DataFrame) -> None:
         )
 
 
-def _load_frame(data: str) -> pd.DataFrame:
+def _load_frame(data: str, header: bool | None = None, names: str | None = None) -> pd.DataFrame:
+    """``read_table`` with the command line's ``--header/--no-header`` and ``--names``."""
+    choice = {None: "auto", True: "yes", False: "no"}[header]
+    column_names = None if names is None else [n.strip() for n in names.split(",")]
     try:
-        return read_table(data)
+        return read_table(data, header=choice, names=column_names)
     except (ValueError, TypeError) as error:
-        _fail(str(error))
+        _fail(str(error).replace("names has", "--names has"))
+
+
+def resolve_target(frame: pd.DataFrame, target: str) -> str:
+    """The target column's name: ``target`` itself, or else a 0-based column position.
+
+    A name wins over a position (a column may be called ``"3"``); a negative position counts
+    from the last column (``-1``: the last). ValueError lists the columns otherwise.
+    """
+    columns = [str(c) for c in frame.columns]
+    if target in columns:
+        return target
+    text = target.strip()
+    if text.lstrip("-").isdigit():
+        position = int(text)
+        if -len(columns) <= position < len(columns):
+            return columns[position]
+        raise ValueError(
+            f"--target position {position} is out of range; the file has {len(columns)} "
+            f"columns (positions 0 to {len(columns) - 1}, or -1 for the last)"
+        )
+    close = difflib.get_close_matches(target, columns, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(
+        f"target column {target!r} not found{hint}; give a column name or a 0-based position; "
+        "available columns: " + ", ".join(repr(c) for c in columns)
+    )
+
+
+def handle_missing(frame: pd.DataFrame, missing: str) -> tuple[pd.DataFrame, list]:
+    """Apply ``--missing``: ``error`` refuses a missing cell (row and column named), ``drop``
+    removes every row with one and returns the labels (0-based data-row numbers) it dropped.
+
+    Kept rows keep their labels, so outputs name rows as they are numbered in the file.
+    """
+    policy = missing.strip().lower()
+    if policy not in MISSING_POLICIES:
+        raise ValueError(f"unknown --missing {missing!r}; use {' or '.join(MISSING_POLICIES)}")
+    absent = frame.isna().to_numpy()
+    rows_with_missing = absent.any(axis=1)
+    if not rows_with_missing.any():
+        return frame, []
+    if policy == "error":
+        row, column = np.argwhere(absent)[0]
+        raise ValueError(
+            f"column {str(frame.columns[column])!r} has a missing value at row "
+            f"{frame.index[row]!r} ({int(rows_with_missing.sum())} row(s) with missing values "
+            "in all); use --missing drop to drop those rows, or fill them in"
+        )
+    dropped = [int(r) if isinstance(r, int | np.integer) else str(r)
+               for r in frame.index[rows_with_missing]]
+    return frame.loc[~rows_with_missing], dropped
 
 
 def _split_target(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.Series]:
     """Separate and validate features and target; ValueError/TypeError on bad input."""
     columns = [str(c) for c in frame.columns]
     frame = frame.set_axis(columns, axis=1)
-    if target not in columns:
-        close = difflib.get_close_matches(target, columns, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(
-            f"target column {target!r} not found{hint}; available columns: "
-            + ", ".join(repr(c) for c in columns)
-        )
+    target = resolve_target(frame, target)
     if len(frame) < 2:
         raise ValueError(f"the data has {len(frame)} row(s); at least 2 are needed to fit a GP")
     X = frame.drop(columns=target)
@@ -245,10 +294,13 @@ def _run(
     choice: Choice,
     out: Path,
     holdout: bool,
+    missing: str = "error",
 ) -> None:
     """Fit, explain, write the output files and print a summary."""
     stdout, stderr = Console(), Console(stderr=True)
     try:
+        target = resolve_target(frame, target)
+        frame, dropped = handle_missing(frame, missing)
         X, y = _split_target(frame, target)
         positions = parse_rows(rows, len(X))
         baseline_value, baseline_label = parse_baseline(baseline, X)
@@ -263,6 +315,12 @@ def _run(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         _fail(f"cannot create output directory {str(out)!r}: {error.strerror or error}")
+    if dropped:
+        shown = ", ".join(map(str, dropped[:10])) + (", ..." if len(dropped) > 10 else "")
+        stderr.print(
+            f"Dropped {len(dropped)} row(s) with missing values (data rows {shown}); "
+            f"{len(X)} remain", markup=False, highlight=False, soft_wrap=True,
+        )
 
     timings: dict[str, float | None] = {}
     holdout_summary: dict = {"r2": None, "test_fraction": HOLDOUT_FRACTION, "seed": choice.seed}
@@ -322,6 +380,7 @@ def _run(
         model, attr, extras, X, data_label, frame.shape, target, choice, rows, explained,
         baseline_label, holdout_summary, timings,
     )
+    summary["missing"] = {"policy": missing.strip().lower(), "dropped_rows": dropped}
     with open(out / "summary.json", "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
         handle.write("\n")
@@ -454,6 +513,23 @@ def _top_features_table(attr, row_label) -> Table:
 
 
 # -- commands ------------------------------------------------------------------------------
+HeaderOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--header/--no-header",
+        help="Whether the first line names the columns (default: detected where unambiguous, "
+        "else yes).",
+        show_default=False,
+    ),
+]
+NamesOption = Annotated[
+    str | None,
+    typer.Option(help="Comma-separated column names (default without a header: x0, x1, ...)."),
+]
+MissingOption = Annotated[
+    str,
+    typer.Option(help="Missing cells (empty, NA, ?): error stops, drop drops those rows."),
+]
 RowsOption = Annotated[
     str, typer.Option(help="Rows to explain: START:STOP (0-based, STOP excluded), 3,7,9 or all.")
 ]
@@ -497,9 +573,18 @@ HoldoutOption = Annotated[
 @app.command()
 def explain(
     data: Annotated[
-        str, typer.Argument(metavar="DATA", help="CSV (delimiter detected) or Parquet file.")
+        str,
+        typer.Argument(
+            metavar="DATA",
+            help="CSV or whitespace-separated text (delimiter detected), Excel or Parquet file.",
+        ),
     ],
-    target: Annotated[str, typer.Option(help="Name of the target column.")],
+    target: Annotated[
+        str, typer.Option(help="Target column: its name, or its 0-based position (-1: last).")
+    ],
+    header: HeaderOption = None,
+    names: NamesOption = None,
+    missing: MissingOption = "error",
     rows: RowsOption = "0:20",
     baseline: BaselineOption = "mean",
     model: ModelOption = "exact",
@@ -515,8 +600,8 @@ def explain(
         choice = check_choice(model, kernel, method, seed, n_inducing)
     except ValueError as error:
         _fail(str(error))
-    frame = _load_frame(data)
-    _run(frame, str(data), target, rows, baseline, choice, out, holdout)
+    frame = _load_frame(data, header, names)
+    _run(frame, str(data), target, rows, baseline, choice, out, holdout, missing)
 
 
 @app.command()
