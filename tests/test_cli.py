@@ -42,6 +42,7 @@ SUMMARY_KEYS = {
     "timings_seconds",
     "gpexplain_version",
     "missing",
+    "categorical_columns",
 }
 
 runner = CliRunner()
@@ -290,7 +291,7 @@ def _write(tmp_path, name, frame):
 def _bad_cases(tmp_path, small_csv):
     """(arguments, expected message fragments) for every kind of bad input."""
     frame = small_frame()
-    text_column = frame.assign(city=["Taipei", "Tainan"] * 20)
+    identifier = frame.assign(name=[f"house {i}" for i in range(40)])
     stray = frame.astype({"b": object})
     stray.loc[5, "b"] = "?"
     with_nan = frame.copy()
@@ -306,9 +307,8 @@ def _bad_cases(tmp_path, small_csv):
     ok = ["--target", "y"]
     return {
         "missing target": ([small_csv, "--target", "price"], ["'price' not found", "'a'", "'y'"]),
-        "non-numeric column": (
-            [_write(tmp_path, "text.csv", text_column), *ok],
-            ["'city'", "not numeric", "one-hot"],
+        "identifier column": (
+            [_write(tmp_path, "text.csv", identifier), *ok], ["'name'", "identifier", "drop it"]
         ),
         "stray marker": (
             [_write(tmp_path, "stray.csv", stray), *ok], ["'b'", "row 5", "--missing drop"]
@@ -337,7 +337,7 @@ def _bad_cases(tmp_path, small_csv):
 
 CASES = [
     "missing target",
-    "non-numeric column",
+    "identifier column",
     "stray marker",
     "NaN",
     "inf",

@@ -2,6 +2,7 @@
 
 from gpexplain import datasets, kernels, metrics, plot, poe
 from gpexplain.attribution import Attribution
+from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
 from gpexplain.global_attribution import GlobalShapleyValues
 from gpexplain.kernels import measures
@@ -13,6 +14,7 @@ from gpexplain.models import (
     RandomFeatureGPRegressor,
     SparseGPRegressor,
 )
+from gpexplain.pipeline import CategoricalPipeline, make_pipeline
 from gpexplain.posterior import (
     ExactPosterior,
     MixturePosterior,
@@ -25,6 +27,8 @@ from gpexplain.posterior import (
 __all__ = [
     "AdditiveGPRegressor",
     "Attribution",
+    "CategoricalEncoder",
+    "CategoricalPipeline",
     "ExactPosterior",
     "FitError",
     "GPRegressor",
@@ -42,6 +46,7 @@ __all__ = [
     "gradients",
     "integrated_gradients",
     "kernels",
+    "make_pipeline",
     "measures",
     "metrics",
     "plot",

@@ -39,10 +39,13 @@ from gpexplain import _cli_models
 from gpexplain._cli_models import Choice, check_choice, finite_or_none
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.datasets import list_datasets, load_dataset, read_table
+from gpexplain.encoding import CategoricalEncoder, is_categorical
 from gpexplain.models import FitError, GPRegressor
 from gpexplain.plot import plot_attributions, plot_global_importance
 
-__all__ = ["app", "handle_missing", "parse_rows", "parse_baseline", "resolve_target"]
+__all__ = [
+    "app", "drop_columns", "handle_missing", "parse_rows", "parse_baseline", "resolve_target"
+]
 
 BASELINES = ("mean", "median", "zeros")
 MISSING_POLICIES = ("error", "drop")
@@ -162,8 +165,9 @@ def parse_baseline(spec: str, X: pd.DataFrame) -> tuple[str | np.ndarray, str]:
     )
 
 
-def _check_numeric(frame: pd.DataFrame) -> None:
-    """Name the first non-numeric column; point at the offending cell when most are numbers."""
+def _check_numeric(frame: pd.DataFrame, categorical: bool = False) -> None:
+    """Name the first non-numeric column (``categorical``: accept text columns, one-hot
+    encoded later); point at the offending cell when most are numbers."""
     for column in frame.columns:
         values = frame[column]
         if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
@@ -176,6 +180,8 @@ def _check_numeric(frame: pd.DataFrame) -> None:
                 f"column {str(column)!r} is not numeric: row {row} holds {values[row]!r}; "
                 "leave missing cells empty and impute or drop those rows"
             )
+        if categorical:
+            continue
         raise TypeError(
             f"column {str(column)!r} is not numeric (e.g. {values.dropna().iloc[0]!r}); "
             "encode it first (one-hot or ordinal codes) or drop it"
@@ -192,11 +198,23 @@ def _load_frame(data: str, header: bool | None = None, names: str | None = None)
         _fail(str(error).replace("names has", "--names has"))
 
 
-def resolve_target(frame: pd.DataFrame, target: str) -> str:
-    """The target column's name: ``target`` itself, or else a 0-based column position.
+def drop_columns(frame: pd.DataFrame, spec: str | None) -> pd.DataFrame:
+    """Apply ``--drop a,b``: remove those columns (names, or 0-based positions as for
+    ``--target``); ValueError names an unknown one."""
+    if spec is None:
+        return frame
+    names = [
+        resolve_target(frame, part.strip(), "--drop") for part in spec.split(",") if part.strip()
+    ]
+    return frame.drop(columns=names)
+
+
+def resolve_target(frame: pd.DataFrame, target: str, option: str = "--target") -> str:
+    """The name of the column ``target`` designates: itself, or else a 0-based position.
 
     A name wins over a position (a column may be called ``"3"``); a negative position counts
-    from the last column (``-1``: the last). ValueError lists the columns otherwise.
+    from the last column (``-1``: the last). ValueError (naming ``option``) lists the columns
+    otherwise.
     """
     columns = [str(c) for c in frame.columns]
     if target in columns:
@@ -207,13 +225,14 @@ def resolve_target(frame: pd.DataFrame, target: str) -> str:
         if -len(columns) <= position < len(columns):
             return columns[position]
         raise ValueError(
-            f"--target position {position} is out of range; the file has {len(columns)} "
+            f"{option} position {position} is out of range; the file has {len(columns)} "
             f"columns (positions 0 to {len(columns) - 1}, or -1 for the last)"
         )
     close = difflib.get_close_matches(target, columns, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
+    what = "target column" if option == "--target" else f"{option} column"
     raise ValueError(
-        f"target column {target!r} not found{hint}; give a column name or a 0-based position; "
+        f"{what} {target!r} not found{hint}; give a column name or a 0-based position; "
         "available columns: " + ", ".join(repr(c) for c in columns)
     )
 
@@ -243,8 +262,13 @@ def handle_missing(frame: pd.DataFrame, missing: str) -> tuple[pd.DataFrame, lis
     return frame.loc[~rows_with_missing], dropped
 
 
-def _split_target(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.Series]:
-    """Separate and validate features and target; ValueError/TypeError on bad input."""
+def _split_target(
+    frame: pd.DataFrame, target: str, categorical: bool = False
+) -> tuple[pd.DataFrame, pd.Series]:
+    """Separate and validate features and target; ValueError/TypeError on bad input.
+
+    ``categorical``: text columns are accepted (and checked when they are one-hot encoded).
+    """
     columns = [str(c) for c in frame.columns]
     frame = frame.set_axis(columns, axis=1)
     target = resolve_target(frame, target)
@@ -253,8 +277,10 @@ def _split_target(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.Se
     X = frame.drop(columns=target)
     if X.shape[1] == 0:
         raise ValueError(f"the data has no feature columns besides the target {target!r}")
-    _check_numeric(X)
-    as_feature_matrix(X, "X")  # names the row and column of a NaN/inf
+    _check_numeric(X, categorical)
+    numeric = [c for c in X.columns if not is_categorical(X[c])]
+    if numeric:
+        as_feature_matrix(X[numeric], "X")  # names the row and column of a NaN/inf
     y = frame[target]
     if not (pd.api.types.is_numeric_dtype(y) or pd.api.types.is_bool_dtype(y)):
         raise TypeError(
@@ -295,15 +321,22 @@ def _run(
     out: Path,
     holdout: bool,
     missing: str = "error",
+    drop: str | None = None,
 ) -> None:
     """Fit, explain, write the output files and print a summary."""
     stdout, stderr = Console(), Console(stderr=True)
     try:
         target = resolve_target(frame, target)
+        frame = drop_columns(frame, drop)
+        if target not in frame.columns:
+            raise ValueError(f"--drop removes the target column {target!r}")
         frame, dropped = handle_missing(frame, missing)
-        X, y = _split_target(frame, target)
+        X, y = _split_target(frame, target, categorical=True)
+        # Text columns are one-hot encoded; the model sees X_model, the user X.
+        encoder = CategoricalEncoder().fit(X)
+        X_model = encoder.transform(X)
         positions = parse_rows(rows, len(X))
-        baseline_value, baseline_label = parse_baseline(baseline, X)
+        baseline_value, baseline_label = parse_baseline(baseline, X_model)
         if not choice.uses_baseline and baseline.strip().lower() != "mean":
             raise ValueError(
                 f"--baseline applies to integrated gradients only, not to --model "
@@ -340,7 +373,7 @@ def _run(
         )
         start = time.perf_counter()
         try:
-            model = _fit(choice, X, y, _advance(progress, task))
+            model = _fit(choice, X_model, y, _advance(progress, task))
         except (ValueError, TypeError, FitError) as error:
             progress.stop()
             _fail(str(error))
@@ -350,7 +383,10 @@ def _run(
         task = progress.add_task(f"Explaining {len(positions)} row(s)", total=None)
         start = time.perf_counter()
         try:
-            attr, extras = _cli_models.explain(choice, model, X.iloc[positions], baseline_value)
+            encoded_attr, extras = _cli_models.explain(
+                choice, model, X_model.iloc[positions], baseline_value
+            )
+            attr = encoder.group(encoded_attr, X.iloc[positions])
         except (ValueError, TypeError) as error:
             progress.stop()
             _fail(str(error))
@@ -361,7 +397,7 @@ def _run(
         if holdout:
             task = progress.add_task("Held-out R^2 (80/20 split)", total=None)
             start = time.perf_counter()
-            holdout_summary.update(_holdout(X, y, choice, _advance(progress, task)))
+            holdout_summary.update(_holdout(X_model, y, choice, _advance(progress, task)))
             timings["holdout"] = time.perf_counter() - start
             progress.update(task, completed=1, total=1)
         else:
@@ -377,9 +413,10 @@ def _run(
         written.append("weights.csv")
 
     summary = _summary(
-        model, attr, extras, X, data_label, frame.shape, target, choice, rows, explained,
-        baseline_label, holdout_summary, timings,
+        model, encoded_attr, extras, X_model, data_label, frame.shape, target, choice, rows,
+        explained, baseline_label, holdout_summary, timings,
     )
+    summary["categorical_columns"] = {c: encoder.groups_[c] for c in encoder.categorical_}
     summary["missing"] = {"policy": missing.strip().lower(), "dropped_rows": dropped}
     with open(out / "summary.json", "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
@@ -490,6 +527,11 @@ def _summary(
     return summary
 
 
+def _format_value(value) -> str:
+    """A feature value for the console: numbers to 4 digits, category labels as they are."""
+    return f"{value:.4g}" if isinstance(value, int | float | np.number) else str(value)
+
+
 def _top_features_table(attr, row_label) -> Table:
     """Rich table of the largest |attribution| features of the first explained point."""
     lower, upper = attr.interval(INTERVAL_LEVEL)
@@ -505,7 +547,7 @@ def _top_features_table(attr, row_label) -> Table:
     for i in order:
         table.add_row(
             attr.feature_names[i],
-            f"{attr.X[0, i]:.4g}",
+            _format_value(attr.X[0, i]),
             f"{attr.mean[0, i]:+.4g}",
             f"[{lower[0, i]:+.3g}, {upper[0, i]:+.3g}]",
         )
@@ -585,6 +627,10 @@ def explain(
     header: HeaderOption = None,
     names: NamesOption = None,
     missing: MissingOption = "error",
+    drop: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated columns to leave out (names or 0-based positions)."),
+    ] = None,
     rows: RowsOption = "0:20",
     baseline: BaselineOption = "mean",
     model: ModelOption = "exact",
@@ -601,7 +647,7 @@ def explain(
     except ValueError as error:
         _fail(str(error))
     frame = _load_frame(data, header, names)
-    _run(frame, str(data), target, rows, baseline, choice, out, holdout, missing)
+    _run(frame, str(data), target, rows, baseline, choice, out, holdout, missing, drop)
 
 
 @app.command()
