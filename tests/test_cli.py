@@ -43,6 +43,7 @@ SUMMARY_KEYS = {
     "gpexplain_version",
     "missing",
     "categorical_columns",
+    "predictions",
 }
 
 runner = CliRunner()

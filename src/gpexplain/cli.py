@@ -322,6 +322,7 @@ def _run(
     holdout: bool,
     missing: str = "error",
     drop: str | None = None,
+    report: bool = False,
 ) -> None:
     """Fit, explain, write the output files and print a summary."""
     stdout, stderr = Console(), Console(stderr=True)
@@ -417,6 +418,7 @@ def _run(
         explained, baseline_label, holdout_summary, timings,
     )
     summary["categorical_columns"] = {c: encoder.groups_[c] for c in encoder.categorical_}
+    summary["predictions"] = [float(p) for p in attr.prediction]  # for the report
     summary["missing"] = {"policy": missing.strip().lower(), "dropped_rows": dropped}
     with open(out / "summary.json", "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
@@ -433,6 +435,10 @@ def _run(
 
         plot_global_shapley(extras["global"]).savefig(out / "global_shapley.png", dpi=120)
         written.append("global_shapley.png")
+    if report:
+        from gpexplain.report import write_report
+
+        written.append(write_report(out).name)
 
     stdout.print(_top_features_table(attr, explained[0]))
     r2 = holdout_summary.get("r2")
@@ -640,6 +646,9 @@ def explain(
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("gpexplain-out"),
     seed: SeedOption = 0,
     holdout: HoldoutOption = True,
+    report: Annotated[
+        bool, typer.Option("--report", help="Also write report.html (see gpexplain report).")
+    ] = False,
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
     try:
@@ -647,7 +656,7 @@ def explain(
     except ValueError as error:
         _fail(str(error))
     frame = _load_frame(data, header, names)
-    _run(frame, str(data), target, rows, baseline, choice, out, holdout, missing, drop)
+    _run(frame, str(data), target, rows, baseline, choice, out, holdout, missing, drop, report)
 
 
 @app.command()
@@ -665,6 +674,27 @@ def demo(
     frame = pd.concat([X, y], axis=1)
     choice = check_choice("exact", "ard", "auto", 0, None)
     _run(frame, f"bundled:{dataset}", str(y.name), "0:20", "mean", choice, out, True)
+
+
+@app.command(name="report")
+def report_command(
+    out_dir: Annotated[
+        Path, typer.Argument(metavar="OUT_DIR", help="Output directory of gpexplain explain.")
+    ],
+    output: Annotated[
+        Path | None, typer.Option(help="HTML file to write (default OUT_DIR/report.html).")
+    ] = None,
+) -> None:
+    """Write one self-contained HTML report of an explain output directory."""
+    from gpexplain.report import write_report
+
+    try:
+        path = write_report(out_dir, output)
+    except ValueError as error:
+        _fail(str(error))
+    except OSError as error:
+        _fail(f"cannot write the report: {error.strerror or error}")
+    Console().print(f"Wrote {path}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command(name="poe")
