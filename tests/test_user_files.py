@@ -173,6 +173,10 @@ def test_explain_headerless_whitespace_file_with_missing_rows(tmp_path, single_s
     assert refused.exit_code == 2 and "row 4" in refused.stderr and "--missing drop" in (
         refused.stderr
     )
+    assert refused.stderr.count("\n") == 1  # bad input: one line, no note
+    accepted = runner.invoke(app, [*arguments, "--missing", "drop", "--out", str(out)])
+    assert accepted.exit_code == 0, accepted.output
+    assert "No header line detected" in accepted.stderr and "x0 to x2" in accepted.stderr
     result = runner.invoke(
         app, [*arguments, "--names", "target,a,b", "--missing", "drop", "--out", str(out)]
     )

@@ -193,9 +193,18 @@ def _load_frame(data: str, header: bool | None = None, names: str | None = None)
     choice = {None: "auto", True: "yes", False: "no"}[header]
     column_names = None if names is None else [n.strip() for n in names.split(",")]
     try:
-        return read_table(data, header=choice, names=column_names)
+        frame = read_table(data, header=choice, names=column_names)
     except (ValueError, TypeError) as error:
         _fail(str(error).replace("names has", "--names has"))
+    generated = [f"x{j}" for j in range(frame.shape[1])]
+    if header is None and names is None and list(frame.columns) == generated:
+        # Said once the input is accepted (bad input keeps its one-line error): a wrong
+        # guess would otherwise only show in the column names.
+        frame.attrs["note"] = (
+            f"No header line detected (the first line holds numbers): columns named x0 to "
+            f"x{frame.shape[1] - 1}; use --header to take it as the header, --names to name them"
+        )
+    return frame
 
 
 def drop_columns(frame: pd.DataFrame, spec: str | None) -> pd.DataFrame:
@@ -326,6 +335,7 @@ def _run(
 ) -> None:
     """Fit, explain, write the output files and print a summary."""
     stdout, stderr = Console(), Console(stderr=True)
+    note = frame.attrs.get("note")
     try:
         target = resolve_target(frame, target)
         frame = drop_columns(frame, drop)
@@ -349,6 +359,8 @@ def _run(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         _fail(f"cannot create output directory {str(out)!r}: {error.strerror or error}")
+    if note:
+        stderr.print(note, markup=False, highlight=False, soft_wrap=True)
     if dropped:
         shown = ", ".join(map(str, dropped[:10])) + (", ..." if len(dropped) > 10 else "")
         stderr.print(

@@ -117,6 +117,7 @@ class CategoricalEncoder:
         return encoded[self.feature_names_out_].astype(np.float64)
 
     def fit_transform(self, X: pd.DataFrame) -> pd.DataFrame:
+        """``fit(X)`` then ``transform(X)``; errors as those two."""
         return self.fit(X).transform(X)
 
     def group(self, attribution: Attribution, X: pd.DataFrame) -> Attribution:
