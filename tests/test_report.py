@@ -127,3 +127,20 @@ def test_report_in_headless_chromium(explained):
     assert len(widths) == 11 and all(w > 0 for w in widths), widths
     assert "Completeness checks" in headings
     assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+
+
+def test_report_flags_a_completeness_violation_and_cites_the_method(explained, tmp_path):
+    tampered = tmp_path / "tampered"
+    shutil.copytree(explained, tampered)
+    table = pd.read_csv(tampered / "attributions.csv")
+    table.loc[(table["point"] == 2) & (table["feature"] == "b"), "attribution"] += 0.01
+    table.to_csv(tampered / "attributions.csv", index=False)
+    summary = json.loads((tampered / "summary.json").read_text())
+    summary["method"] = "Shapley values (orthogonal additive GP, exact)"
+    (tampered / "summary.json").write_text(json.dumps(summary))
+    page = write_report(tampered).read_text(encoding="utf-8")
+    assert page.count('<span class="bad">violated</span>') == 1
+    assert page.count('<span class="ok">ok</span>') == 5
+    assert "Additive Gaussian processes revisited" in page and "Butler" not in page
+    value = table.loc[table["feature"] == "a", "value"].astype(float).iloc[0]
+    assert f">{value:.4g}</td>" in page and repr(float(value)) not in page  # formatted

@@ -69,7 +69,13 @@ def _png(figure) -> str:
 
 
 def _text(value) -> str:
-    if isinstance(value, float):
+    """A cell: numbers (also numbers read back as text) to 4 digits, other text escaped."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return html.escape(value)
+    if isinstance(value, float | np.floating):
         return f"{value:.4g}"
     return html.escape(str(value))
 
@@ -237,8 +243,8 @@ def _sections(summary: dict, table: pd.DataFrame, attr: Attribution) -> list[str
         "linear functional of the latent function, hence Gaussian under the posterior; its "
         "mean and covariance are computed in closed form (or by accurate quadrature), not by "
         f"sampling.</p><p>{_REFERENCES[key]}</p>"
-        f"<p class='note'>gpexplain {_text(summary.get('gpexplain_version', ''))}; report "
-        f"written {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.</p>"
+        f"<p class='note'>gpexplain {html.escape(str(summary.get('gpexplain_version', '')))}; "
+        f"report written {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.</p>"
     )
     return parts
 
