@@ -41,6 +41,9 @@ SUMMARY_KEYS = {
     "completeness_gap",
     "timings_seconds",
     "gpexplain_version",
+    "missing",
+    "categorical_columns",
+    "predictions",
 }
 
 runner = CliRunner()
@@ -289,7 +292,7 @@ def _write(tmp_path, name, frame):
 def _bad_cases(tmp_path, small_csv):
     """(arguments, expected message fragments) for every kind of bad input."""
     frame = small_frame()
-    text_column = frame.assign(city=["Taipei", "Tainan"] * 20)
+    identifier = frame.assign(name=[f"house {i}" for i in range(40)])
     stray = frame.astype({"b": object})
     stray.loc[5, "b"] = "?"
     with_nan = frame.copy()
@@ -305,12 +308,13 @@ def _bad_cases(tmp_path, small_csv):
     ok = ["--target", "y"]
     return {
         "missing target": ([small_csv, "--target", "price"], ["'price' not found", "'a'", "'y'"]),
-        "non-numeric column": (
-            [_write(tmp_path, "text.csv", text_column), *ok],
-            ["'city'", "not numeric", "one-hot"],
+        "identifier column": (
+            [_write(tmp_path, "text.csv", identifier), *ok], ["'name'", "identifier", "drop it"]
         ),
-        "stray marker": ([_write(tmp_path, "stray.csv", stray), *ok], ["'b'", "row 5", "'?'"]),
-        "NaN": ([_write(tmp_path, "nan.csv", with_nan), *ok], ["NaN", "row 3", "'b'"]),
+        "stray marker": (
+            [_write(tmp_path, "stray.csv", stray), *ok], ["'b'", "row 5", "--missing drop"]
+        ),
+        "NaN": ([_write(tmp_path, "nan.csv", with_nan), *ok], ["missing", "row 3", "'b'"]),
         "inf": ([_write(tmp_path, "inf.csv", with_inf), *ok], ["inf", "row 6", "'c'"]),
         "NaN target": ([_write(tmp_path, "nant.csv", nan_target), *ok], ["'y'", "row 2"]),
         "one row": ([_write(tmp_path, "one.csv", frame.iloc[:1]), *ok], ["1 row", "at least 2"]),
@@ -334,7 +338,7 @@ def _bad_cases(tmp_path, small_csv):
 
 CASES = [
     "missing target",
-    "non-numeric column",
+    "identifier column",
     "stray marker",
     "NaN",
     "inf",

@@ -1,9 +1,12 @@
 """The example scripts run end to end and write their figures."""
 
+import json
 import runpy
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -27,3 +30,25 @@ def test_example_runs(script, figure, tmp_path, monkeypatch, capsys):
         # Two independent fits (README: about 5e-3); the exact invariance of the explanation
         # itself is tested in tests/explain at 1e-10.
         assert difference < 1e-2
+
+
+@pytest.mark.slow
+def test_breast_cancer_prognosis_example(data_dir, tmp_path, monkeypatch, capsys):
+    script = "breast_cancer_prognosis.py"
+    data = data_dir / "breast_cancer_wisconsin" / "wpbc.data"
+    monkeypatch.setattr(sys, "argv", [script, "--data", str(data), "--out", str(tmp_path)])
+    runpy.run_path(str(EXAMPLES / script), run_name="__main__")
+    output = capsys.readouterr().out
+    assert "151 of 198 patients have outcome N" in output
+    for name in ("wpbc_patient.png", "wpbc_two_features.png", "wpbc-explain/report.html"):
+        assert (tmp_path / name).is_file()
+    summary = json.loads((tmp_path / "wpbc-explain" / "summary.json").read_text())
+    assert summary["target"] == "time" and len(summary["feature_names"]) == 30
+    assert summary["baseline"]["spec"] == "mean" and len(summary["explained_rows"]) == 50
+    table = pd.read_csv(tmp_path / "wpbc-explain" / "attributions.csv")
+    sums = table.groupby("point")["attribution"].sum().to_numpy()
+    predictions = np.asarray(summary["predictions"])
+    scale = np.abs(table["attribution"]).max()
+    np.testing.assert_allclose(  # completeness from the average patient, row by row
+        sums, predictions - summary["baseline"]["prediction"], atol=1e-8 * scale
+    )

@@ -2,6 +2,7 @@
 
 from gpexplain import datasets, kernels, metrics, plot, poe
 from gpexplain.attribution import Attribution
+from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
 from gpexplain.global_attribution import GlobalShapleyValues
 from gpexplain.kernels import measures
@@ -14,6 +15,7 @@ from gpexplain.models import (
     SparseGPRegressor,
 )
 from gpexplain.persistence import load, save
+from gpexplain.pipeline import CategoricalPipeline, make_pipeline
 from gpexplain.posterior import (
     ExactPosterior,
     MixturePosterior,
@@ -27,6 +29,8 @@ from gpexplain.posterior import (
 __all__ = [
     "AdditiveGPRegressor",
     "Attribution",
+    "CategoricalEncoder",
+    "CategoricalPipeline",
     "ExactPosterior",
     "FitError",
     "GPRegressor",
@@ -46,6 +50,7 @@ __all__ = [
     "integrated_gradients",
     "kernels",
     "load",
+    "make_pipeline",
     "measures",
     "metrics",
     "plot",

@@ -7,7 +7,8 @@ features and a feature-by-feature covariance. Plots, tables and metrics all read
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,8 @@ class Attribution:
     cov : ndarray (n_points, n_features, n_features) or None
         Posterior covariance across features at each point (None when not computed).
     X : ndarray (n_points, n_features)
-        The explained points, in their original units.
+        The explained points, in their original units (object dtype after ``group`` when a
+        grouped feature is categorical: then it holds the category labels).
     prediction : ndarray (n_points,)
         Posterior mean of the latent function at each point.
     baseline : ndarray (n_features,) or (n_baselines, n_features) or None
@@ -113,6 +115,108 @@ class Attribution:
             total = self.cov.sum(axis=(1, 2))
             gaps["variance"] = float(np.max(np.abs(total - self.difference_variance)))
         return gaps
+
+    def group(
+        self,
+        groups: Mapping[str, Sequence[str]],
+        X=None,
+        baseline=None,
+    ) -> Attribution:
+        """Attributions of groups of features: the exact sums of their members' attributions.
+
+        With the 0/1 matrix ``A`` (``A[g, i] = 1`` when feature ``i`` belongs to group ``g``),
+        the grouped attribution is the linear map ``A a`` of the Gaussian attribution ``a``:
+        mean ``A mean`` and covariance ``A cov A^T`` (the covariance summed over each pair of
+        blocks). Every feature lies in exactly one group, so ``1^T A = 1^T``: the sum of the
+        attributions, its variance ``1^T cov 1`` and hence completeness are unchanged. For
+        integrated gradients the sum over a block is the integrated gradient of the block
+        (the path integral is linear in the gradient); for Shapley values it is the sum of the
+        members' values, not the Shapley value of a game in which the block is one player.
+
+        Parameters
+        ----------
+        groups : mapping of str to sequence of str
+            Group name -> names of its member features. Features in no group stay as they are.
+            The grouped features come in the order of their first member in
+            ``feature_names``.
+        X : array-like of shape (n_points, n_groups), optional
+            Values of the grouped features at the explained points (any dtype, e.g. the
+            category labels of a one-hot block). Default: the member's value for one-member
+            groups; required when a group has several members.
+        baseline : array-like of shape (n_groups,) or (n_baselines, n_groups), optional
+            The baseline described per group (any dtype). Default: the member's baseline value
+            when every group has one member, else None (the baseline prediction and the
+            completeness target are kept either way).
+
+        Returns
+        -------
+        Attribution
+            ``n_features`` = number of groups; ``prediction``, ``baseline_prediction`` and
+            ``difference_variance`` unchanged.
+
+        Raises
+        ------
+        TypeError
+            ``groups`` is not a mapping of names to sequences of names.
+        ValueError
+            An unknown or repeated member, an empty group, a group name that is also an
+            ungrouped feature, or ``X``/``baseline`` of the wrong shape (or ``X`` missing for a
+            group with several members).
+        """
+        if not isinstance(groups, Mapping):
+            raise TypeError(f"groups must map group names to feature names, got {type(groups)}.")
+        owner: dict[str, str] = {}
+        for name, members in groups.items():
+            if isinstance(members, str) or not isinstance(members, Sequence):
+                raise TypeError(f"group {name!r} must be a sequence of feature names.")
+            if len(members) == 0:
+                raise ValueError(f"group {name!r} is empty; give at least one feature name.")
+            for member in members:
+                if member not in self.feature_names:
+                    raise ValueError(
+                        f"group {name!r} names unknown feature {member!r}; the features are "
+                        f"{self.feature_names}."
+                    )
+                if member in owner:
+                    raise ValueError(
+                        f"feature {member!r} is in groups {owner[member]!r} and {name!r}; "
+                        "each feature belongs to one group."
+                    )
+                owner[member] = str(name)
+        clash = set(map(str, groups)) & (set(self.feature_names) - set(owner))
+        if clash:
+            raise ValueError(f"group names {sorted(clash)} are also ungrouped feature names.")
+        names = list(dict.fromkeys(owner.get(f, f) for f in self.feature_names))
+        matrix = np.zeros((len(names), self.n_features))
+        for i, feature in enumerate(self.feature_names):
+            matrix[names.index(owner.get(feature, feature)), i] = 1.0
+        single = matrix.sum(axis=1) == 1
+        member = matrix.argmax(axis=1)  # the one member of one-member groups
+        if X is None:
+            if not single.all():
+                raise ValueError(
+                    "X is required when a group has several members: give the values of the "
+                    f"grouped features, shape ({self.n_points}, {len(names)})."
+                )
+            X = self.X[:, member]
+        X = np.asarray(X)
+        if X.shape != (self.n_points, len(names)):
+            raise ValueError(f"X must have shape {(self.n_points, len(names))}, got {X.shape}.")
+        if baseline is None and self.baseline is not None and single.all():
+            baseline = self.baseline[..., member]
+        if baseline is not None:
+            baseline = np.asarray(baseline)
+            if baseline.shape[-1:] != (len(names),) or baseline.ndim > 2:
+                raise ValueError(
+                    f"baseline must have shape ({len(names)},) or (n_baselines, {len(names)}), "
+                    f"got {baseline.shape}."
+                )
+        cov = None
+        if self.cov is not None:
+            cov = np.einsum("gi,pij,hj->pgh", matrix, self.cov, matrix)
+        return replace(
+            self, mean=self.mean @ matrix.T, cov=cov, X=X, baseline=baseline, feature_names=names
+        )
 
     def to_frame(self, level: float = 0.95) -> pd.DataFrame:
         """Tidy table: one row per (point, feature).

@@ -41,12 +41,16 @@ from gpexplain import _cli_models, _cli_saved
 from gpexplain._cli_models import Choice, check_choice, finite_or_none
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.datasets import list_datasets, load_dataset, read_table
+from gpexplain.encoding import CategoricalEncoder, is_categorical
 from gpexplain.models import FitError, GPRegressor
 from gpexplain.plot import plot_attributions, plot_global_importance
 
-__all__ = ["app", "parse_rows", "parse_baseline"]
+__all__ = [
+    "app", "drop_columns", "handle_missing", "parse_rows", "parse_baseline", "resolve_target"
+]
 
 BASELINES = ("mean", "median", "zeros")
+MISSING_POLICIES = ("error", "drop")
 HOLDOUT_FRACTION = 0.2
 INTERVAL_LEVEL = 0.95
 TOP_FEATURES = 8
@@ -163,8 +167,9 @@ def parse_baseline(spec: str, X: pd.DataFrame) -> tuple[str | np.ndarray, str]:
     )
 
 
-def _check_numeric(frame: pd.DataFrame) -> None:
-    """Name the first non-numeric column; point at the offending cell when most are numbers."""
+def _check_numeric(frame: pd.DataFrame, categorical: bool = False) -> None:
+    """Name the first non-numeric column (``categorical``: accept text columns, one-hot
+    encoded later); point at the offending cell when most are numbers."""
     for column in frame.columns:
         values = frame[column]
         if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
@@ -177,37 +182,116 @@ def _check_numeric(frame: pd.DataFrame) -> None:
                 f"column {str(column)!r} is not numeric: row {row} holds {values[row]!r}; "
                 "leave missing cells empty and impute or drop those rows"
             )
+        if categorical:
+            continue
         raise TypeError(
             f"column {str(column)!r} is not numeric (e.g. {values.dropna().iloc[0]!r}); "
             "encode it first (one-hot or ordinal codes) or drop it"
         )
 
 
-def _load_frame(data: str) -> pd.DataFrame:
+def _load_frame(data: str, header: bool | None = None, names: str | None = None) -> pd.DataFrame:
+    """``read_table`` with the command line's ``--header/--no-header`` and ``--names``."""
+    choice = {None: "auto", True: "yes", False: "no"}[header]
+    column_names = None if names is None else [n.strip() for n in names.split(",")]
     try:
-        return read_table(data)
+        frame = read_table(data, header=choice, names=column_names)
     except (ValueError, TypeError) as error:
-        _fail(str(error))
+        _fail(str(error).replace("names has", "--names has"))
+    generated = [f"x{j}" for j in range(frame.shape[1])]
+    if header is None and names is None and list(frame.columns) == generated:
+        # Said once the input is accepted (bad input keeps its one-line error): a wrong
+        # guess would otherwise only show in the column names.
+        frame.attrs["note"] = (
+            f"No header line detected (the first line holds numbers): columns named x0 to "
+            f"x{frame.shape[1] - 1}; use --header to take it as the header, --names to name them"
+        )
+    return frame
 
 
-def _split_target(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.Series]:
-    """Separate and validate features and target; ValueError/TypeError on bad input."""
+def drop_columns(frame: pd.DataFrame, spec: str | None) -> pd.DataFrame:
+    """Apply ``--drop a,b``: remove those columns (names, or 0-based positions as for
+    ``--target``); ValueError names an unknown one."""
+    if spec is None:
+        return frame
+    names = [
+        resolve_target(frame, part.strip(), "--drop") for part in spec.split(",") if part.strip()
+    ]
+    return frame.drop(columns=names)
+
+
+def resolve_target(frame: pd.DataFrame, target: str, option: str = "--target") -> str:
+    """The name of the column ``target`` designates: itself, or else a 0-based position.
+
+    A name wins over a position (a column may be called ``"3"``); a negative position counts
+    from the last column (``-1``: the last). ValueError (naming ``option``) lists the columns
+    otherwise.
+    """
+    columns = [str(c) for c in frame.columns]
+    if target in columns:
+        return target
+    text = target.strip()
+    if text.lstrip("-").isdigit():
+        position = int(text)
+        if -len(columns) <= position < len(columns):
+            return columns[position]
+        raise ValueError(
+            f"{option} position {position} is out of range; the file has {len(columns)} "
+            f"columns (positions 0 to {len(columns) - 1}, or -1 for the last)"
+        )
+    close = difflib.get_close_matches(target, columns, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    what = "target column" if option == "--target" else f"{option} column"
+    raise ValueError(
+        f"{what} {target!r} not found{hint}; give a column name or a 0-based position; "
+        "available columns: " + ", ".join(repr(c) for c in columns)
+    )
+
+
+def handle_missing(frame: pd.DataFrame, missing: str) -> tuple[pd.DataFrame, list]:
+    """Apply ``--missing``: ``error`` refuses a missing cell (row and column named), ``drop``
+    removes every row with one and returns the labels (0-based data-row numbers) it dropped.
+
+    Kept rows keep their labels, so outputs name rows as they are numbered in the file.
+    """
+    policy = missing.strip().lower()
+    if policy not in MISSING_POLICIES:
+        raise ValueError(f"unknown --missing {missing!r}; use {' or '.join(MISSING_POLICIES)}")
+    absent = frame.isna().to_numpy()
+    rows_with_missing = absent.any(axis=1)
+    if not rows_with_missing.any():
+        return frame, []
+    if policy == "error":
+        row, column = np.argwhere(absent)[0]
+        raise ValueError(
+            f"column {str(frame.columns[column])!r} has a missing value at row "
+            f"{frame.index[row]!r} ({int(rows_with_missing.sum())} row(s) with missing values "
+            "in all); use --missing drop to drop those rows, or fill them in"
+        )
+    dropped = [int(r) if isinstance(r, int | np.integer) else str(r)
+               for r in frame.index[rows_with_missing]]
+    return frame.loc[~rows_with_missing], dropped
+
+
+def _split_target(
+    frame: pd.DataFrame, target: str, categorical: bool = False
+) -> tuple[pd.DataFrame, pd.Series]:
+    """Separate and validate features and target; ValueError/TypeError on bad input.
+
+    ``categorical``: text columns are accepted (and checked when they are one-hot encoded).
+    """
     columns = [str(c) for c in frame.columns]
     frame = frame.set_axis(columns, axis=1)
-    if target not in columns:
-        close = difflib.get_close_matches(target, columns, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(
-            f"target column {target!r} not found{hint}; available columns: "
-            + ", ".join(repr(c) for c in columns)
-        )
+    target = resolve_target(frame, target)
     if len(frame) < 2:
         raise ValueError(f"the data has {len(frame)} row(s); at least 2 are needed to fit a GP")
     X = frame.drop(columns=target)
     if X.shape[1] == 0:
         raise ValueError(f"the data has no feature columns besides the target {target!r}")
-    _check_numeric(X)
-    as_feature_matrix(X, "X")  # names the row and column of a NaN/inf
+    _check_numeric(X, categorical)
+    numeric = [c for c in X.columns if not is_categorical(X[c])]
+    if numeric:
+        as_feature_matrix(X[numeric], "X")  # names the row and column of a NaN/inf
     y = frame[target]
     if not (pd.api.types.is_numeric_dtype(y) or pd.api.types.is_bool_dtype(y)):
         raise TypeError(
@@ -249,16 +333,30 @@ def _run(
     holdout: bool,
     save_model: Path | None = None,
     saved_model=None,
+    missing: str = "error",
+    drop: str | None = None,
+    report: bool = False,
 ) -> None:
     """Fit (or take ``saved_model``), explain, write the output files and print a summary."""
     stdout, stderr = Console(), Console(stderr=True)
+    note = frame.attrs.get("note")
     try:
         if saved_model is None:
-            X, y = _split_target(frame, target)
+            target = resolve_target(frame, target)
+        frame = drop_columns(frame, drop)
+        if target is not None and target not in frame.columns and saved_model is None:
+            raise ValueError(f"--drop removes the target column {target!r}")
+        frame, dropped = handle_missing(frame, missing)
+        if saved_model is None:
+            X, y = _split_target(frame, target, categorical=True)
         else:  # --model-from: the saved features, by name; no target needed
             X = _cli_saved.saved_features(frame, saved_model, target)
+        # Text columns are one-hot encoded; the model sees X_model, the user X. A saved model's
+        # features are its (already encoded) columns, so there the encoder is the identity.
+        encoder = CategoricalEncoder().fit(X)
+        X_model = encoder.transform(X)
         positions = parse_rows(rows, len(X))
-        baseline_value, baseline_label = parse_baseline(baseline, X)
+        baseline_value, baseline_label = parse_baseline(baseline, X_model)
         if not choice.uses_baseline and baseline.strip().lower() != "mean":
             raise ValueError(
                 f"--baseline applies to integrated gradients only, not to --model "
@@ -270,6 +368,14 @@ def _run(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         _fail(f"cannot create output directory {str(out)!r}: {error.strerror or error}")
+    if note:
+        stderr.print(note, markup=False, highlight=False, soft_wrap=True)
+    if dropped:
+        shown = ", ".join(map(str, dropped[:10])) + (", ..." if len(dropped) > 10 else "")
+        stderr.print(
+            f"Dropped {len(dropped)} row(s) with missing values (data rows {shown}); "
+            f"{len(X)} remain", markup=False, highlight=False, soft_wrap=True,
+        )
 
     timings: dict[str, float | None] = {}
     holdout_summary: dict = {"r2": None, "test_fraction": HOLDOUT_FRACTION, "seed": choice.seed}
@@ -290,7 +396,7 @@ def _run(
             )
             start = time.perf_counter()
             try:
-                model = _fit(choice, X, y, _advance(progress, task))
+                model = _fit(choice, X_model, y, _advance(progress, task))
             except (ValueError, TypeError, FitError) as error:
                 progress.stop()
                 _fail(str(error))
@@ -309,7 +415,10 @@ def _run(
         task = progress.add_task(f"Explaining {len(positions)} row(s)", total=None)
         start = time.perf_counter()
         try:
-            attr, extras = _cli_models.explain(choice, model, X.iloc[positions], baseline_value)
+            encoded_attr, extras = _cli_models.explain(
+                choice, model, X_model.iloc[positions], baseline_value
+            )
+            attr = encoder.group(encoded_attr, X.iloc[positions])
         except (ValueError, TypeError) as error:
             progress.stop()
             _fail(str(error))
@@ -320,7 +429,7 @@ def _run(
         if holdout:
             task = progress.add_task("Held-out R^2 (80/20 split)", total=None)
             start = time.perf_counter()
-            holdout_summary.update(_holdout(X, y, choice, _advance(progress, task)))
+            holdout_summary.update(_holdout(X_model, y, choice, _advance(progress, task)))
             timings["holdout"] = time.perf_counter() - start
             progress.update(task, completed=1, total=1)
         elif "skipped" not in holdout_summary:
@@ -338,9 +447,12 @@ def _run(
         written.append("weights.csv")
 
     summary = _summary(
-        model, attr, extras, X, data_label, frame.shape, target, choice, rows, explained,
-        baseline_label, holdout_summary, timings,
+        model, encoded_attr, extras, X_model, data_label, frame.shape, target, choice, rows,
+        explained, baseline_label, holdout_summary, timings,
     )
+    summary["categorical_columns"] = {c: encoder.groups_[c] for c in encoder.categorical_}
+    summary["predictions"] = [float(p) for p in attr.prediction]  # for the report
+    summary["missing"] = {"policy": missing.strip().lower(), "dropped_rows": dropped}
     with open(out / "summary.json", "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
         handle.write("\n")
@@ -356,6 +468,10 @@ def _run(
 
         plot_global_shapley(extras["global"]).savefig(out / "global_shapley.png", dpi=120)
         written.append("global_shapley.png")
+    if report:
+        from gpexplain.report import write_report
+
+        written.append(write_report(out).name)
 
     stdout.print(_top_features_table(attr, explained[0]))
     r2 = holdout_summary.get("r2")
@@ -450,6 +566,11 @@ def _summary(
     return summary
 
 
+def _format_value(value) -> str:
+    """A feature value for the console: numbers to 4 digits, category labels as they are."""
+    return f"{value:.4g}" if isinstance(value, int | float | np.number) else str(value)
+
+
 def _top_features_table(attr, row_label) -> Table:
     """Rich table of the largest |attribution| features of the first explained point."""
     lower, upper = attr.interval(INTERVAL_LEVEL)
@@ -465,7 +586,7 @@ def _top_features_table(attr, row_label) -> Table:
     for i in order:
         table.add_row(
             attr.feature_names[i],
-            f"{attr.X[0, i]:.4g}",
+            _format_value(attr.X[0, i]),
             f"{attr.mean[0, i]:+.4g}",
             f"[{lower[0, i]:+.3g}, {upper[0, i]:+.3g}]",
         )
@@ -473,6 +594,23 @@ def _top_features_table(attr, row_label) -> Table:
 
 
 # -- commands ------------------------------------------------------------------------------
+HeaderOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--header/--no-header",
+        help="Whether the first line names the columns (default: detected where unambiguous, "
+        "else yes).",
+        show_default=False,
+    ),
+]
+NamesOption = Annotated[
+    str | None,
+    typer.Option(help="Comma-separated column names (default without a header: x0, x1, ...)."),
+]
+MissingOption = Annotated[
+    str,
+    typer.Option(help="Missing cells (empty, NA, ?): error stops, drop drops those rows."),
+]
 RowsOption = Annotated[
     str, typer.Option(help="Rows to explain: START:STOP (0-based, STOP excluded), 3,7,9 or all.")
 ]
@@ -516,11 +654,25 @@ HoldoutOption = Annotated[
 @app.command()
 def explain(
     data: Annotated[
-        str, typer.Argument(metavar="DATA", help="CSV (delimiter detected) or Parquet file.")
+        str,
+        typer.Argument(
+            metavar="DATA",
+            help="CSV or whitespace-separated text (delimiter detected), Excel or Parquet file.",
+        ),
     ],
     target: Annotated[
         str | None,
-        typer.Option(help="Name of the target column (with --model-from: dropped if present)."),
+        typer.Option(
+            help="Target column: its name, or its 0-based position (-1: last); with "
+            "--model-from it is dropped if present."
+        ),
+    ] = None,
+    header: HeaderOption = None,
+    names: NamesOption = None,
+    missing: MissingOption = "error",
+    drop: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated columns to leave out (names or 0-based positions)."),
     ] = None,
     rows: RowsOption = "0:20",
     baseline: BaselineOption = "mean",
@@ -542,6 +694,9 @@ def explain(
             "or model.save), without fitting; its columns must be the model's features."
         ),
     ] = None,
+    report: Annotated[
+        bool, typer.Option("--report", help="Also write report.html (see gpexplain report).")
+    ] = False,
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
     saved_model = None
@@ -560,8 +715,9 @@ def explain(
             target = target or saved_target
     except (ValueError, TypeError, FileNotFoundError) as error:
         _fail(str(error))
-    frame = _load_frame(data)
-    _run(frame, str(data), target, rows, baseline, choice, out, holdout, save_model, saved_model)
+    frame = _load_frame(data, header, names)
+    _run(frame, str(data), target, rows, baseline, choice, out, holdout, save_model, saved_model,
+         missing, drop, report)
 
 
 @app.command()
@@ -579,6 +735,27 @@ def demo(
     frame = pd.concat([X, y], axis=1)
     choice = check_choice("exact", "ard", "auto", 0, None)
     _run(frame, f"bundled:{dataset}", str(y.name), "0:20", "mean", choice, out, True)
+
+
+@app.command(name="report")
+def report_command(
+    out_dir: Annotated[
+        Path, typer.Argument(metavar="OUT_DIR", help="Output directory of gpexplain explain.")
+    ],
+    output: Annotated[
+        Path | None, typer.Option(help="HTML file to write (default OUT_DIR/report.html).")
+    ] = None,
+) -> None:
+    """Write one self-contained HTML report of an explain output directory."""
+    from gpexplain.report import write_report
+
+    try:
+        path = write_report(out_dir, output)
+    except ValueError as error:
+        _fail(str(error))
+    except OSError as error:
+        _fail(f"cannot write the report: {error.strerror or error}")
+    Console().print(f"Wrote {path}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command(name="poe")

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from scipy.stats import norm
 
 from gpexplain.attribution import Attribution
 
-__all__ = ["plot_attributions", "plot_global_importance", "plot_global_shapley"]
+__all__ = [
+    "plot_attributions",
+    "plot_dependence",
+    "plot_global_importance",
+    "plot_global_shapley",
+    "plot_summary",
+    "plot_waterfall",
+]
 
 _POSITIVE = "#c0392b"
 _NEGATIVE = "#2e86c1"
@@ -273,4 +282,239 @@ def plot_global_shapley(result, ax: Axes | None = None) -> Figure:
         fontsize="medium",
     )
     ax.legend(fontsize="small", loc="lower right")
+    return figure
+
+
+def _point_position(attr: Attribution, point) -> int:
+    point = int(point)
+    if not 0 <= point < attr.n_points:
+        raise ValueError(
+            f"point {point} out of range; the attribution has {attr.n_points} points "
+            f"(positions 0 to {attr.n_points - 1})."
+        )
+    return point
+
+
+def _feature_position(attr: Attribution, feature) -> int:
+    if isinstance(feature, str):
+        if feature not in attr.feature_names:
+            raise ValueError(f"unknown feature {feature!r}; the features are {attr.feature_names}.")
+        return attr.feature_names.index(feature)
+    position = int(feature)
+    if not 0 <= position < attr.n_features:
+        raise ValueError(
+            f"feature {position} out of range; the attribution has {attr.n_features} features."
+        )
+    return position
+
+
+def _is_numeric(values: np.ndarray) -> bool:
+    """True when every value is a number (booleans count as 0/1); category labels are not."""
+    values = np.asarray(values)
+    if np.issubdtype(values.dtype, np.number) or values.dtype == bool:
+        return True
+    return all(isinstance(v, int | float | np.number | np.bool_) for v in values)
+
+
+def plot_waterfall(
+    attr: Attribution, point: int = 0, max_features: int = 10, ax: Axes | None = None
+) -> Figure:
+    """Waterfall of one point: from the baseline prediction, each feature's attribution in
+    turn, to the prediction, every step with its 95% credible interval.
+
+    Steps are sorted by ``|mean|``, largest at the top; features beyond ``max_features`` are
+    merged into one step ``"k other features"`` whose mean is the sum of theirs and whose
+    variance is the sum of their covariance block ``1^T C_block 1`` (the exact variance of the
+    sum, correlations included). Each bar runs from the running total before the step to the
+    one after it; by completeness the last bar ends at the prediction. The error bar of a step
+    is ``+- 1.96 sd`` of that step alone, drawn at its end.
+
+    Parameters
+    ----------
+    attr : Attribution
+        Needs a base value (``attr.baseline_prediction``): integrated gradients, Shapley
+        values, GPX contributions.
+    point : int, default 0
+        Position of the explained point.
+    max_features : int, default 10
+        Steps drawn individually (at least 1).
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        ``attr`` is not an ``Attribution``.
+    ValueError
+        No base value, ``point`` out of range or ``max_features < 1``.
+    """
+    attr = _check_attribution(attr)
+    point = _point_position(attr, point)
+    if attr.baseline_prediction is None:
+        raise ValueError(
+            "a waterfall starts at the base value; this attribution has none "
+            f"({attr.method}); use plot_attributions."
+        )
+    if int(max_features) < 1:
+        raise ValueError(f"max_features must be at least 1, got {max_features}.")
+    mean = attr.mean[point]
+    order = list(np.argsort(-np.abs(mean), kind="stable"))
+    shown, rest = order[: int(max_features)], order[int(max_features):]
+    names = [attr.feature_names[i] for i in shown]
+    steps = [float(mean[i]) for i in shown]
+    variances = [float(attr.var[point, i]) for i in shown]
+    if rest:
+        names.append(f"{len(rest)} other features")
+        steps.append(float(mean[rest].sum()))
+        block = attr.cov[point][np.ix_(rest, rest)] if attr.cov is not None else np.zeros((1, 1))
+        variances.append(max(float(block.sum()), 0.0))
+    starts = float(attr.baseline_prediction) + np.concatenate([[0.0], np.cumsum(steps)[:-1]])
+    steps = np.asarray(steps)
+    half = norm.ppf(0.5 + _LEVEL / 2.0) * np.sqrt(variances)
+    figure, ax = _ranking_axes(names, ax)
+    positions = np.arange(len(names))
+    ax.barh(
+        positions, steps, left=starts, color=[_POSITIVE if v >= 0 else _NEGATIVE for v in steps],
+        alpha=0.85,
+    )
+    if attr.cov is not None:
+        ax.errorbar(
+            starts + steps, positions, xerr=half, fmt="none", ecolor="0.2", capsize=2.5,
+            elinewidth=1.0,
+        )
+    ax.axvline(float(attr.baseline_prediction), color="0.5", linestyle=":", linewidth=0.9)
+    ax.axvline(float(attr.prediction[point]), color="0.2", linestyle="--", linewidth=0.9)
+    _rank_rows(ax, names)
+    ax.set_xlabel("prediction (units of the target); error bars: 95% credible intervals")
+    ax.set_title(
+        f"point {point}: baseline {float(attr.baseline_prediction):.4g} "
+        f"\u2192 prediction {float(attr.prediction[point]):.4g}",
+        fontsize="medium",
+    )
+    return figure
+
+
+def plot_summary(attr: Attribution, max_features: int = 20, ax: Axes | None = None) -> Figure:
+    """Beeswarm-like summary: every point's attribution of every feature, with its interval.
+
+    One row per feature, sorted by mean ``|attribution|`` (most important at the top; the
+    first ``max_features`` rows). Each explained point is a dot at its posterior mean, spread
+    vertically within the row by a deterministic offset (its rank in the row) so dots do not
+    hide each other, with a thin horizontal bar spanning its 95% credible interval. Dots are
+    coloured by the feature's value, scaled to its range over the points (blue low, red
+    high); categorical values (labels) are drawn grey.
+
+    Parameters
+    ----------
+    attr : Attribution
+    max_features : int, default 20
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        ``attr`` is not an ``Attribution``.
+    ValueError
+        ``max_features < 1``.
+    """
+    attr = _check_attribution(attr)
+    if int(max_features) < 1:
+        raise ValueError(f"max_features must be at least 1, got {max_features}.")
+    order = np.argsort(-np.mean(np.abs(attr.mean), axis=0), kind="stable")[: int(max_features)]
+    names = [attr.feature_names[i] for i in order]
+    figure, ax = _ranking_axes(names, ax)
+    lower, upper = attr.interval(_LEVEL)
+    colour_map = matplotlib.colormaps["coolwarm"]
+    for row, feature in enumerate(order):
+        means = attr.mean[:, feature]
+        ranks = np.argsort(np.argsort(means, kind="stable"), kind="stable")
+        offsets = row + 0.6 * (ranks / max(attr.n_points - 1, 1) - 0.5)
+        values = attr.X[:, feature]
+        if _is_numeric(values):
+            numbers = np.asarray(values, dtype=np.float64)
+            span = np.ptp(numbers)
+            scaled = (numbers - numbers.min()) / span if span > 0 else np.full(len(numbers), 0.5)
+            colours = colour_map(scaled)
+        else:
+            colours = np.tile([0.5, 0.5, 0.5, 1.0], (attr.n_points, 1))
+        if attr.cov is not None:
+            ax.hlines(offsets, lower[:, feature], upper[:, feature], colors="0.75",
+                      linewidth=0.8, zorder=1)
+        ax.scatter(means, offsets, c=colours, s=14, zorder=2, edgecolors="none")
+    ax.axvline(0.0, color="0.3", linewidth=0.8)
+    _rank_rows(ax, names)
+    ax.set_xlabel(
+        "attribution (units of the target); bars: 95% credible intervals\n"
+        "colour: feature value, low (blue) to high (red); grey: categorical"
+    )
+    ax.set_title(f"Attributions of {attr.n_points} points", fontsize="medium")
+    return figure
+
+
+def plot_dependence(attr: Attribution, feature, ax: Axes | None = None) -> Figure:
+    """Attribution of one feature against its value, with the 95% credible band.
+
+    For a numeric feature the points are sorted by value; the dots are the posterior means and
+    the shaded band joins the pointwise 95% credible intervals ``mean +- 1.96 sd`` (a band
+    between points, not a joint band: an ``Attribution`` holds no covariance between points).
+    For a categorical feature (labels) each category gets one column of dots with error bars.
+
+    Parameters
+    ----------
+    attr : Attribution
+    feature : str or int
+        Name or position of the feature.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        ``attr`` is not an ``Attribution``.
+    ValueError
+        Unknown feature.
+    """
+    attr = _check_attribution(attr)
+    j = _feature_position(attr, feature)
+    name = attr.feature_names[j]
+    if ax is None:
+        figure = Figure(figsize=(5.2, 3.6), layout="constrained")
+        ax = figure.subplots()
+    else:
+        figure = ax.figure
+    lower, upper = attr.interval(_LEVEL)
+    values = attr.X[:, j]
+    if _is_numeric(values):
+        x = np.asarray(values, dtype=np.float64)
+        order = np.argsort(x, kind="stable")
+        if attr.cov is not None:
+            ax.fill_between(x[order], lower[order, j], upper[order, j], color=_NEGATIVE,
+                            alpha=0.2, linewidth=0, label="95% credible interval")
+        ax.plot(x[order], attr.mean[order, j], "o", color=_NEGATIVE, markersize=3.5,
+                label="posterior mean")
+        ax.set_xlabel(f"{name} (value)")
+    else:
+        labels = [str(v) for v in values]
+        categories = sorted(set(labels))
+        x = np.array([categories.index(label) for label in labels], dtype=np.float64)
+        yerr = np.vstack([attr.mean[:, j] - lower[:, j], upper[:, j] - attr.mean[:, j]])
+        ax.errorbar(x, attr.mean[:, j], yerr=yerr if attr.cov is not None else None,
+                    fmt="o", color=_NEGATIVE, markersize=3.5, ecolor="0.6", elinewidth=0.8,
+                    label="posterior mean, 95% interval")
+        ax.set_xticks(np.arange(len(categories)), categories)
+        ax.set_xlabel(f"{name} (category)")
+    ax.axhline(0.0, color="0.3", linewidth=0.8)
+    ax.set_ylabel(f"attribution of {name}\n(units of the target)")
+    ax.set_title(f"Dependence: {name}", fontsize="medium")
+    ax.legend(fontsize="small")
     return figure

@@ -1,4 +1,5 @@
-"""Reading a user's tabular file (CSV with any common delimiter, or Parquet)."""
+"""Reading a user's tabular file as it is: CSV with any common delimiter or whitespace, with or
+without a header, Excel, or Parquet."""
 
 from __future__ import annotations
 
@@ -7,16 +8,25 @@ import csv
 import gzip
 import lzma
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["read_table"]
+__all__ = ["read_table", "HEADER_CHOICES", "MISSING_MARKERS"]
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
+EXCEL_SUFFIXES = (".xlsx", ".xlsm")
 DELIMITERS = ",;\t|"
+WHITESPACE = r"\s+"
+HEADER_CHOICES = ("auto", "yes", "no")
+# Cells read as missing: pandas' defaults plus the UCI convention "?" (wpbc, auto MPG).
+MISSING_MARKERS = ("?",)
 _SAMPLE_LINES = 20
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|infinity|nan)$", re.I)
+_MISSING_TEXT = {"", "?", "na", "n/a", "nan", "null", "none", "#n/a"}
 
 
 def _sample(path: Path, n_lines: int = _SAMPLE_LINES) -> tuple[str, str]:
@@ -25,7 +35,9 @@ def _sample(path: Path, n_lines: int = _SAMPLE_LINES) -> tuple[str, str]:
     with opener(path, "rb") as handle:
         raw = b"".join(line for _, line in zip(range(n_lines), handle, strict=False))
     if b"\x00" in raw:
-        raise ValueError("it looks like a binary file, not CSV text; save it as CSV or Parquet")
+        raise ValueError(
+            "it looks like a binary file, not CSV text; save it as CSV, Excel (.xlsx) or Parquet"
+        )
     for encoding in ("utf-8-sig", "latin-1"):
         try:
             return raw.decode(encoding), encoding
@@ -35,43 +47,124 @@ def _sample(path: Path, n_lines: int = _SAMPLE_LINES) -> tuple[str, str]:
 
 
 def _detect_delimiter(sample: str) -> str:
-    """Delimiter of a CSV sample: csv.Sniffer restricted to ``,;<tab>|``; ``,`` if unsure."""
+    """Delimiter of a text sample: csv.Sniffer restricted to ``,;<tab>|``; failing that, runs of
+    whitespace when no ``,;|`` occurs and every line splits into the same number (> 1) of
+    fields; otherwise ``,``."""
     try:
         return csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
-    except csv.Error:  # one column, or no consistent delimiter: let pandas use commas
-        return ","
+    except csv.Error:  # one column, or no consistent delimiter
+        pass
+    lines = [line for line in sample.splitlines() if line.strip()]
+    if lines and not any(d in sample for d in ",;|"):  # a tab is whitespace too
+        counts = {len(line.split()) for line in lines}
+        if len(counts) == 1 and counts.pop() > 1:
+            return WHITESPACE
+    return ","
 
 
-def read_table(path) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame.
+def _fields(sample: str, delimiter: str) -> list[list[str]]:
+    lines = [line for line in sample.splitlines() if line.strip()]
+    if delimiter == WHITESPACE:
+        return [line.split() for line in lines]
+    return [[cell.strip() for cell in row] for row in csv.reader(lines, delimiter=delimiter)]
 
-    Parquet is recognised by the extension ``.parquet`` or ``.pq``. Anything else is read as
-    delimited text (optionally ``.gz``/``.bz2``/``.xz`` compressed): the delimiter is detected
-    with ``csv.Sniffer`` on the first 20 lines among comma, semicolon, tab and ``|`` (the UCI
-    wine files, for instance, are semicolon-separated with a quoted header), falling back to a
-    comma. The first line is the header. Text is decoded as UTF-8 (a byte-order mark is
-    ignored), falling back to Latin-1.
+
+def _is_number(cell: str) -> bool:
+    return bool(_NUMBER.match(cell.strip()))
+
+
+def _first_line_is_data(rows: list[list[str]]) -> bool:
+    """True when the first line is unambiguously a data row, not a header.
+
+    The numeric columns are those whose cells below the first line are all numbers or
+    missing markers (at least one number). The first line is data when there is at least
+    one numeric column and its cell in every numeric column is a number; a header names
+    its columns, so a header cell in a numeric column is text. Anything else keeps the
+    first line as the header.
+    """
+    if len(rows) < 2:
+        return False
+    width = len(rows[0])
+    body = [row for row in rows[1:] if len(row) == width]
+    numeric = [
+        j
+        for j in range(width)
+        if body
+        and all(_is_number(r[j]) or r[j].lower() in _MISSING_TEXT for r in body)
+        and any(_is_number(r[j]) for r in body)
+    ]
+    return bool(numeric) and all(_is_number(rows[0][j]) for j in numeric)
+
+
+def _column_names(names, n_columns: int) -> list[str]:
+    if names is None:
+        return [f"x{j}" for j in range(n_columns)]
+    names = [str(name).strip() for name in names]
+    if len(names) != n_columns:
+        raise ValueError(f"names has {len(names)} entries but the file has {n_columns} columns")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated or "" in names:
+        raise ValueError(f"names must be distinct and non-empty, got {names}")
+    return names
+
+
+def _check_header(header: str) -> str:
+    if not isinstance(header, str) or header.strip().lower() not in HEADER_CHOICES:
+        raise ValueError(f"header must be one of {', '.join(HEADER_CHOICES)}, got {header!r}")
+    return header.strip().lower()
+
+
+def read_table(
+    path, *, header: str = "auto", names: Sequence[str] | None = None, sheet=0
+) -> pd.DataFrame:
+    """Read a CSV, whitespace-separated, Excel or Parquet file into a DataFrame.
+
+    Parquet is recognised by the extension ``.parquet`` or ``.pq``, Excel by ``.xlsx`` or
+    ``.xlsm`` (read by pandas with openpyxl; ``sheet`` chooses the worksheet). Anything else is
+    read as delimited text (optionally ``.gz``/``.bz2``/``.xz`` compressed): the delimiter is
+    detected with ``csv.Sniffer`` on the first 20 lines among comma, semicolon, tab and ``|``
+    (the UCI wine files, for instance, are semicolon-separated with a quoted header); when none
+    of these occurs and every line splits on runs of whitespace into the same number of fields
+    (the UCI auto MPG file), whitespace separates the columns; otherwise a comma. Text is
+    decoded as UTF-8 (a byte-order mark is ignored), falling back to Latin-1. Empty cells,
+    pandas' usual markers (``NA``, ``NaN``, ``null``, ...) and ``?`` are missing values (NaN);
+    what to do with them is the caller's decision.
 
     Parameters
     ----------
     path : str or os.PathLike
+    header : {"auto", "yes", "no"}, default "auto"
+        Whether the first line names the columns. ``"auto"`` decides only where it is
+        unambiguous: the first line is taken as data when, in every column whose other sample
+        cells are numbers, it holds a number too (UCI files such as abalone, wdbc, wpbc and auto
+        MPG); otherwise it is the header. Parquet always has names; for Excel ``"auto"`` applies
+        the same rule to the first rows of the sheet.
+    names : sequence of str, optional
+        Column names, one per column. With a header line they replace its names; without one
+        they name the columns. Default for a headerless file: ``x0, x1, ...``.
+    sheet : int or str, default 0
+        Worksheet of an Excel file (position or name).
 
     Returns
     -------
     pandas.DataFrame
-        Columns as in the file, a default ``RangeIndex`` (row ``i`` is the ``i``-th data row,
-        counted from 0 after the header).
+        A default ``RangeIndex``: row ``i`` is the ``i``-th data row, counted from 0 after the
+        header (if any).
 
     Raises
     ------
     TypeError
         ``path`` is not a string or path.
     ValueError
-        The file does not exist, is a directory, is empty, or cannot be parsed; the one-line
-        message names the path.
+        The file does not exist, is a directory, is empty or cannot be parsed (the message names
+        the path); ``header`` is not one of the choices; ``names`` has the wrong length or
+        repeats a name.
     """
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a string or a path, got {type(path).__name__}.")
+    header = _check_header(header)
+    if names is not None and (isinstance(names, str) or not isinstance(names, Sequence)):
+        raise TypeError(f"names must be a sequence of column names, got {type(names).__name__}.")
     path = Path(path)
     if not path.exists():
         raise ValueError(f"cannot read {str(path)!r}: no such file.")
@@ -79,15 +172,52 @@ def read_table(path) -> pd.DataFrame:
         raise ValueError(f"cannot read {str(path)!r}: not a regular file.")
     if path.stat().st_size == 0:
         raise ValueError(f"cannot read {str(path)!r}: the file is empty.")
+    suffix = path.suffix.lower()
     try:
-        if path.suffix.lower() in PARQUET_SUFFIXES:
-            return pd.read_parquet(path)
+        if suffix in PARQUET_SUFFIXES:
+            frame = pd.read_parquet(path)
+            if names is not None:
+                frame.columns = _column_names(names, frame.shape[1])
+            return frame
+        if suffix in EXCEL_SUFFIXES:
+            return _read_excel(path, header, names, sheet)
         sample, encoding = _sample(path)
         if not sample.strip():
             raise ValueError("the file is empty")
         delimiter = _detect_delimiter(sample)
-        return pd.read_csv(path, sep=delimiter, encoding=encoding)
+        has_header = header == "yes" or (
+            header == "auto" and not _first_line_is_data(_fields(sample, delimiter))
+        )
+        frame = pd.read_csv(
+            path, sep=delimiter, encoding=encoding, header=0 if has_header else None,
+            na_values=list(MISSING_MARKERS),
+            engine="python" if delimiter == WHITESPACE else "c",
+        )
+        if not has_header or names is not None:
+            frame.columns = _column_names(names, frame.shape[1])
+        return frame
     except (ValueError, OSError, pd.errors.ParserError) as error:
         # pandas' EmptyDataError and ParserError and pyarrow's ArrowInvalid are ValueErrors.
         reason = " ".join(str(error).split()).rstrip(".") or type(error).__name__
         raise ValueError(f"cannot read {str(path)!r}: {reason}.") from None
+
+
+def _read_excel(path: Path, header: str, names, sheet) -> pd.DataFrame:
+    """One worksheet through pandas and openpyxl; header detection as for text files."""
+    try:
+        raw = pd.read_excel(path, sheet_name=sheet, header=None, na_values=list(MISSING_MARKERS))
+    except ImportError:
+        raise ValueError(
+            "reading Excel files needs openpyxl (pip install openpyxl)"
+        ) from None
+    cells = [["" if pd.isna(v) else str(v) for v in row] for row in raw.head(_SAMPLE_LINES).values]
+    has_header = header == "yes" or (header == "auto" and not _first_line_is_data(cells))
+    if has_header:
+        frame = raw.iloc[1:].reset_index(drop=True)
+        frame.columns = [str(v).strip() for v in raw.iloc[0]]
+        frame = frame.infer_objects()
+    else:
+        frame = raw
+    if not has_header or names is not None:
+        frame.columns = _column_names(names, frame.shape[1])
+    return frame

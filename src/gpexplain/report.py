@@ -1,0 +1,323 @@
+"""A static, self-contained HTML report of one ``gpexplain explain`` output directory.
+
+``write_report(out_dir)`` reads ``summary.json`` and ``attributions.csv`` and writes
+``report.html``: data and model summary, fit quality, global importance with error bars,
+per-row explanations with credible intervals, completeness checks, and the method with its
+references. Figures are inlined as base64 PNG and the styles are inline: the page loads no
+external resource, so it can be mailed or archived as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gpexplain.attribution import Attribution
+from gpexplain.plot import plot_dependence, plot_global_importance, plot_summary, plot_waterfall
+
+__all__ = ["write_report", "REPORT_NAME", "MAX_ROWS"]
+
+REPORT_NAME = "report.html"
+MAX_ROWS = 10  # per-row sections drawn; the table of all rows stays in attributions.csv
+_DEPENDENCE_FEATURES = 3
+_COLUMNS = ["row", "point", "feature", "value", "attribution", "std", "lower", "upper"]
+
+_REFERENCES = {
+    "integrated": (
+        "Integrated gradients of the GP posterior, Gaussian with exact mean and covariance: "
+        "K. Butler, G. Feng, P. M. Djuric, <i>Explainable Learning with Gaussian Processes</i> "
+        "(2024), Theorem 1 and Corollary 1; sparse variational GPs: S. Seitz, <i>Gradient-based "
+        "explanations for Gaussian process regression and classification models</i> (2022)."
+    ),
+    "shapley": (
+        "Exact Shapley values of an orthogonal additive GP: <i>Exact Shapley value for local "
+        "and global explanation of additive Gaussian processes</i> (2024); orthogonal additive "
+        "kernel: X. Lu, A. Boukouvalas, J. Hensman, <i>Additive Gaussian processes revisited</i> "
+        "(2022)."
+    ),
+    "gpx": (
+        "GPX feature contributions w<sub>l</sub> z<sub>l</sub> of a locally linear model with "
+        "GP-distributed weights: Y. Yoshikawa, T. Iwata, <i>Gaussian process regression with "
+        "local explanation</i> (2020)."
+    ),
+}
+_STYLE = """
+body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
+table { border-collapse: collapse; margin: .5em 0 1em; font-size: .9em; }
+th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; }
+th { background: #f3f3f3; } td.name { text-align: left; }
+figure { margin: 1em 0; } img { max-width: 100%; }
+.ok { color: #1e7d32; } .bad { color: #b71c1c; font-weight: bold; }
+.note { color: #555; font-size: .9em; }
+"""
+
+
+def _png(figure) -> str:
+    """A figure as an inline ``<img>`` (base64 PNG data URI)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=96)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img alt="figure" src="data:image/png;base64,{data}">'
+
+
+def _text(value) -> str:
+    """A cell: numbers (also numbers read back as text) to 4 digits, other text escaped."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return html.escape(value)
+    if isinstance(value, float | np.floating):
+        return f"{value:.4g}"
+    return html.escape(str(value))
+
+
+def _table(header: list[str], rows: list[list], name_columns: int = 1) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    head = f"<tr>{head}</tr>" if any(header) else ""  # a key-value table needs no header
+    body = "".join(
+        "<tr>" + "".join(
+            f'<td class="name">{_text(v)}</td>' if j < name_columns else f"<td>{_text(v)}</td>"
+            for j, v in enumerate(row)
+        ) + "</tr>"
+        for row in rows
+    )
+    return f"<table>{head}{body}</table>"
+
+
+def _feature_values(column: pd.Series) -> np.ndarray:
+    """A feature's values: numbers when every value parses as one, else labels (categories)."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    if numbers.notna().all():
+        return numbers.to_numpy(np.float64)
+    return column.astype(str).to_numpy(dtype=object)
+
+
+def _attribution(table: pd.DataFrame, summary: dict) -> Attribution:
+    """The explained rows as an ``Attribution`` with the per-feature variances of the table.
+
+    ``attributions.csv`` keeps each attribution's standard deviation, not the covariance
+    across features, so the covariance here is diagonal: enough for every figure of the report
+    (each draws per-feature intervals), and the report never sums across features with it.
+    """
+    features = list(dict.fromkeys(table["feature"]))
+    wide = {
+        name: table.pivot(index="point", columns="feature", values=name)[features]
+        for name in ("attribution", "std")
+    }
+    values = table.pivot(index="point", columns="feature", values="value")[features]
+    X = np.empty(values.shape, dtype=object)
+    for j, feature in enumerate(features):
+        X[:, j] = _feature_values(values[feature])
+    if all(isinstance(v, float) for v in X.ravel()):
+        X = X.astype(np.float64)
+    std = wide["std"].to_numpy(np.float64)
+    baseline = summary.get("baseline") or {}
+    return Attribution(
+        mean=wide["attribution"].to_numpy(np.float64),
+        cov=np.einsum("pi,ij->pij", std**2, np.eye(len(features))),
+        X=X,
+        prediction=np.asarray(summary["predictions"], dtype=np.float64),
+        baseline=None,
+        baseline_prediction=baseline.get("prediction"),
+        feature_names=features,
+        method=summary["method"],
+    )
+
+
+def _read(out_dir: Path) -> tuple[dict, pd.DataFrame]:
+    summary_path, table_path = out_dir / "summary.json", out_dir / "attributions.csv"
+    for path in (summary_path, table_path):
+        if not path.is_file():
+            raise ValueError(
+                f"{str(out_dir)!r} has no {path.name}; give the output directory of "
+                "gpexplain explain"
+            )
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        table = pd.read_csv(table_path, dtype={"value": str})
+    except (ValueError, pd.errors.ParserError) as error:
+        raise ValueError(f"cannot read the explain output in {str(out_dir)!r}: {error}") from None
+    missing = [c for c in _COLUMNS if c not in table.columns]
+    absent = [k for k in ("method", "predictions", "explained_rows") if k not in summary]
+    if missing or absent:
+        raise ValueError(
+            f"{str(out_dir)!r} was not written by this version of gpexplain explain "
+            f"(missing {missing + absent}); run explain again"
+        )
+    return summary, table
+
+
+def _sections(summary: dict, table: pd.DataFrame, attr: Attribution) -> list[str]:
+    parts = []
+    shape = summary["shape"]
+    hyper = summary.get("hyperparameters", {})
+    rows = [
+        ["data file", summary.get("data_file")],
+        ["rows x columns", f"{shape['rows']} x {shape['columns']}"],
+        ["target", summary.get("target")],
+        ["model", f"{summary.get('model')} GP, kernel {summary.get('kernel')}"],
+        ["explanation", summary["method"]],
+        ["log marginal likelihood", summary.get("log_marginal_likelihood")],
+    ]
+    rows += [[name, hyper[name]] for name in ("variance", "noise", "mean") if name in hyper]
+    categorical = summary.get("categorical_columns") or {}
+    if categorical:
+        rows.append(["one-hot encoded", ", ".join(categorical)])
+    missing = summary.get("missing") or {}
+    if missing.get("dropped_rows"):
+        rows.append(["rows dropped (missing values)", ", ".join(map(str, missing["dropped_rows"]))])
+    parts.append("<h2>Data and model</h2>" + _table(["", ""], rows, name_columns=2))
+    lengthscales = hyper.get("lengthscales")
+    if lengthscales:
+        parts.append(
+            "<p>Fitted lengthscales (original units of each feature; none: constant column)</p>"
+            + _table(["feature", "lengthscale"],
+                     [[k, "none" if v is None else float(v)] for k, v in lengthscales.items()])
+        )
+
+    holdout = summary.get("holdout") or {}
+    if holdout.get("r2") is not None:
+        quality = (
+            f"<p>R<sup>2</sup> on a seeded {holdout.get('test_fraction', 0.2):.0%} held-out split "
+            f"(a second fit on the other rows; {holdout.get('n_train')} train, "
+            f"{holdout.get('n_test')} test): <b>{holdout['r2']:.3f}</b></p>"
+        )
+    else:
+        quality = f"<p>No held-out R<sup>2</sup>: {_text(holdout.get('skipped', 'not run'))}.</p>"
+    parts.append("<h2>Fit quality</h2>" + quality)
+
+    parts.append(
+        "<h2>Global importance</h2><p class='note'>Mean |attribution| over the "
+        f"{attr.n_points} explained rows; error bars &plusmn;1.96 &times; the mean posterior "
+        "standard deviation (conservative).</p>"
+        f"<figure>{_png(plot_global_importance(attr))}</figure>"
+        f"<figure>{_png(plot_summary(attr))}</figure>"
+    )
+    order = np.argsort(-np.mean(np.abs(attr.mean), axis=0), kind="stable")
+    dependence = "".join(
+        f"<figure>{_png(plot_dependence(attr, int(j)))}</figure>"
+        for j in order[:_DEPENDENCE_FEATURES]
+    )
+    parts.append("<h2>Dependence of the leading features</h2>" + dependence)
+
+    level = summary.get("interval_level", 0.95)
+    per_row = [
+        f"<h2>Per-row explanations</h2><p class='note'>Posterior mean of each attribution "
+        f"(units of the target) with its {level:.0%} credible interval"
+        + (f"; the first {MAX_ROWS} of {attr.n_points} rows (all in attributions.csv)"
+           if attr.n_points > MAX_ROWS else "") + ".</p>"
+    ]
+    explained = summary["explained_rows"]
+    for point in range(min(attr.n_points, MAX_ROWS)):
+        rows_of_point = table[table["point"] == point]
+        per_row.append(
+            f"<h3>Row {_text(explained[point])}: prediction {attr.prediction[point]:.4g}</h3>"
+        )
+        if attr.baseline_prediction is not None:
+            per_row.append(
+                f"<figure>{_png(plot_waterfall(attr, point, max_features=attr.n_features))}"
+                "</figure>"
+            )
+        per_row.append(_table(
+            ["feature", "value", "attribution", "std", "lower", "upper"],
+            rows_of_point[["feature", "value", "attribution", "std", "lower", "upper"]]
+            .to_numpy().tolist(),
+            name_columns=2,
+        ))
+    parts.append("".join(per_row))
+    parts.append(_completeness(summary, attr))
+    method = summary["method"].lower()
+    key = "shapley" if "shapley" in method else "gpx" if "gpx" in method or (
+        summary.get("model") == "gpx") else "integrated"
+    parts.append(
+        "<h2>Method and references</h2><p>Every attribution of a GP regression model is a "
+        "linear functional of the latent function, hence Gaussian under the posterior; its "
+        "mean and covariance are computed in closed form (or by accurate quadrature), not by "
+        f"sampling.</p><p>{_REFERENCES[key]}</p>"
+        f"<p class='note'>gpexplain {html.escape(str(summary.get('gpexplain_version', '')))}; "
+        f"report written {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.</p>"
+    )
+    return parts
+
+
+def _completeness(summary: dict, attr: Attribution) -> str:
+    """Completeness as written by explain (means and variances, with the full covariance) and
+    re-checked here on the table: attributions sum to prediction minus the base value."""
+    gaps = summary.get("completeness_gap") or {}
+    text = "<h2>Completeness checks</h2>"
+    if attr.baseline_prediction is None:
+        return text + "<p>This explanation has no base value; completeness does not apply.</p>"
+    sums = attr.mean.sum(axis=1)
+    target = attr.prediction - attr.baseline_prediction
+    scale = max(float(np.max(np.abs(target))), float(np.max(np.abs(attr.mean))), 1e-300)
+    tolerance = 1e-6 * scale  # the CSV keeps about 15 digits; the math reaches ~1e-12
+    rows = []
+    for point in range(attr.n_points):
+        gap = abs(sums[point] - target[point])
+        verdict = '<span class="ok">ok</span>' if gap <= tolerance else (
+            '<span class="bad">violated</span>')
+        rows.append([summary["explained_rows"][point], float(sums[point]),
+                     float(target[point]), f"{gap:.2e}", verdict])
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_text(v) if j < 4 else v}</td>" for j, v in enumerate(row))
+        + "</tr>" for row in rows
+    )
+    header = "".join(
+        f"<th>{h}</th>" for h in ("row", "sum of attributions", "prediction - base value",
+                                  "gap", "")
+    )
+    return (
+        text
+        + f"<p>Largest gaps computed with the full covariance by explain: means "
+        f"{gaps.get('mean', 0.0):.2e}, variances {gaps.get('variance', 0.0):.2e} "
+        f"(base value {attr.baseline_prediction:.6g}).</p>"
+        + f"<table><tr>{header}</tr>{body}</table>"
+    )
+
+
+def write_report(out_dir, path=None) -> Path:
+    """Write the HTML report of a ``gpexplain explain`` output directory.
+
+    Parameters
+    ----------
+    out_dir : str or os.PathLike
+        Directory holding ``summary.json`` and ``attributions.csv`` (``gpexplain explain
+        --out``).
+    path : str or os.PathLike, optional
+        Where to write; default ``out_dir / "report.html"``.
+
+    Returns
+    -------
+    pathlib.Path
+        The report written: one HTML file with inline styles and base64 PNG figures.
+
+    Raises
+    ------
+    ValueError
+        ``out_dir`` is not a directory, lacks or cannot parse the explain files (named), or was
+        written by an older explain without per-row predictions.
+    """
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise ValueError(f"{str(out_dir)!r} is not a directory; give the output of explain")
+    summary, table = _read(out_dir)
+    attr = _attribution(table, summary)
+    title = f"gpexplain report: {summary.get('target')} ({Path(str(summary['data_file'])).name})"
+    page = (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>" + "".join(_sections(summary, table, attr))
+        + "</body></html>\n"
+    )
+    path = out_dir / REPORT_NAME if path is None else Path(path)
+    path.write_text(page, encoding="utf-8")
+    return path

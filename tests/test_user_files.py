@@ -1,0 +1,203 @@
+"""Files as users have them: headerless and whitespace-separated text, Excel, missing values,
+a target given by position (``read_table`` and the ``explain`` options built on it)."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from gpexplain import cli
+from gpexplain.cli import app, handle_missing, resolve_target
+from gpexplain.datasets import read_table
+from gpexplain.models import GPRegressor
+
+runner = CliRunner()
+
+
+def _frame(n_rows: int = 30, seed: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"a": rng.uniform(-2, 2, n_rows), "b": rng.uniform(0, 5, n_rows)})
+    frame["y"] = np.sin(frame["a"]) + 0.4 * frame["b"] + 0.05 * rng.normal(size=n_rows)
+    return frame
+
+
+@pytest.fixture
+def single_start(monkeypatch):
+    """One optimiser start: fit quality is not the subject here."""
+    monkeypatch.setattr(cli, "GPRegressor", partial(GPRegressor, n_restarts=0))
+
+
+# -- read_table ----------------------------------------------------------------------------
+def test_headerless_file_is_detected_and_named(tmp_path):
+    path = tmp_path / "plain.data"
+    path.write_text("M,0.5,3\nF,0.25,4\nI,1e-3,5\n")
+    table = read_table(path)
+    assert list(table.columns) == ["x0", "x1", "x2"]
+    assert table["x0"].tolist() == ["M", "F", "I"] and table["x1"].tolist() == [0.5, 0.25, 1e-3]
+    named = read_table(path, names=["sex", "length", "rings"])
+    assert list(named.columns) == ["sex", "length", "rings"] and len(named) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "header"),
+    [
+        ("a,b\n1,2\n3,4\n", True),  # names over numbers
+        ("1,2\n3,4\n", False),  # numbers throughout
+        ("city,b\nTaipei,2\nTainan,4\n", True),  # text column, header over the number column
+        ("id,2019\n1,4\n2,5\n", True),  # a header with a numeric name stays a header
+        ("label\nx\ny\n", True),  # no numeric column: nothing to decide on, keep the header
+    ],
+)
+def test_header_detection_only_where_unambiguous(tmp_path, text, header):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    table = read_table(path)
+    assert len(table) == text.count("\n") - (1 if header else 0)
+    assert (list(table.columns)[0] != "x0") == header
+
+
+def test_header_forced_either_way(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("1,2\n3,4\n")
+    assert list(read_table(path, header="yes").columns) == ["1", "2"]
+    path.write_text("a,b\n1,2\n")
+    assert read_table(path, header="no")["x0"].tolist() == ["a", "1"]
+    assert list(read_table(path, header="yes", names=["u", "v"]).columns) == ["u", "v"]
+
+
+def test_whitespace_separated_with_missing_markers(tmp_path):
+    path = tmp_path / "auto.txt"
+    path.write_text("18.0   8   307.0   130.0\n25.0\t4  98.00   NaN\n21.0   6   200.0   ?\n")
+    table = read_table(path)
+    assert table.shape == (3, 4)
+    assert table["x3"].isna().tolist() == [False, True, True]
+    assert table["x0"].tolist() == [18.0, 25.0, 21.0]
+
+
+def test_excel_round_trip(tmp_path):
+    frame = _frame(5).assign(city=["a", "b", "c", "d", "e"])
+    path = tmp_path / "t.xlsx"
+    frame.to_excel(path, index=False)
+    table = read_table(path)
+    assert list(table.columns) == list(frame.columns)
+    np.testing.assert_allclose(table[["a", "b", "y"]].to_numpy(float), frame[["a", "b", "y"]])
+    assert table["city"].tolist() == frame["city"].tolist()
+    frame.iloc[:, :3].to_excel(path, index=False, header=False)
+    assert list(read_table(path).columns) == ["x0", "x1", "x2"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"header": "maybe"}, ValueError, "header must be one of"),
+        ({"names": ["a"]}, ValueError, "1 entries but the file has 2 columns"),
+        ({"names": ["a", "a"]}, ValueError, "distinct"),
+        ({"names": "a,b"}, TypeError, "sequence of column names"),
+    ],
+)
+def test_read_table_options_are_validated(tmp_path, kwargs, error, fragment):
+    path = tmp_path / "t.csv"
+    path.write_text("1,2\n3,4\n")
+    with pytest.raises(error, match=fragment):
+        read_table(path, **kwargs)
+
+
+# -- real files (GPEXPLAIN_DATA_DIR) -------------------------------------------------------
+@pytest.mark.parametrize(
+    ("relative", "shape", "first"),
+    [
+        ("abalone/abalone.data", (4177, 9), "M"),
+        ("breast_cancer_wisconsin/wdbc.data", (569, 32), 842302),
+        ("breast_cancer_wisconsin/wpbc.data", (198, 35), 119513),
+        ("auto_mpg/autompg.txt", (398, 8), 18.0),
+    ],
+)
+def test_uci_headerless_files(data_dir, relative, shape, first):
+    table = read_table(data_dir / relative)
+    assert table.shape == shape and table.iloc[0, 0] == first
+    assert list(table.columns) == [f"x{j}" for j in range(shape[1])]
+
+
+def test_uci_missing_markers_are_missing(data_dir):
+    wpbc = read_table(data_dir / "breast_cancer_wisconsin/wpbc.data")
+    assert int(wpbc.isna().any(axis=1).sum()) == 4 and wpbc["x34"].isna().sum() == 4
+    mpg = read_table(data_dir / "auto_mpg/autompg.txt")
+    assert mpg["x3"].isna().sum() == 6  # horsepower
+
+
+def test_taipei_excel_original_equals_the_csv(data_dir):
+    folder = data_dir / "taipei_real_estate"
+    excel = read_table(folder / "real_estate_valuation.xlsx")
+    text = read_table(folder / "real_estate_valuation.csv")
+    assert list(excel.columns) == list(text.columns)
+    np.testing.assert_allclose(excel.to_numpy(float), text.to_numpy(float), rtol=1e-12)
+
+
+# -- command-line helpers ------------------------------------------------------------------
+def test_resolve_target_by_name_then_position():
+    frame = pd.DataFrame(columns=["a", "3", "y"])
+    assert resolve_target(frame, "y") == "y"
+    assert resolve_target(frame, "3") == "3"  # a name wins over a position
+    assert resolve_target(frame, "0") == "a" and resolve_target(frame, "-1") == "y"
+    with pytest.raises(ValueError, match="position 5 is out of range"):
+        resolve_target(frame, "5")
+    with pytest.raises(ValueError, match="'price' not found"):
+        resolve_target(frame, "price")
+
+
+def test_handle_missing_reports_dropped_rows():
+    frame = pd.DataFrame({"a": [1.0, np.nan, 3.0, 4.0], "b": ["u", "v", None, "w"]})
+    kept, dropped = handle_missing(frame, "drop")
+    assert dropped == [1, 2] and kept.index.tolist() == [0, 3]
+    with pytest.raises(ValueError, match=r"column 'a' has a missing value at row 1 \(2 row"):
+        handle_missing(frame, "error")
+    with pytest.raises(ValueError, match="unknown --missing 'skip'"):
+        handle_missing(frame, "skip")
+    assert handle_missing(frame.dropna(), "error")[1] == []
+
+
+# -- the explain command on such files -----------------------------------------------------
+def test_explain_headerless_whitespace_file_with_missing_rows(tmp_path, single_start):
+    frame = _frame()
+    frame.loc[[4, 11], "b"] = np.nan
+    path = tmp_path / "plain.txt"
+    path.write_text(frame[["y", "a", "b"]].to_string(header=False, index=False, na_rep="?"))
+    out = tmp_path / "out"
+    arguments = ["explain", str(path), "--target", "0", "--rows", "3:6", "--no-holdout"]
+    refused = runner.invoke(app, [*arguments, "--out", str(out)])
+    assert refused.exit_code == 2 and "row 4" in refused.stderr and "--missing drop" in (
+        refused.stderr
+    )
+    assert refused.stderr.count("\n") == 1  # bad input: one line, no note
+    accepted = runner.invoke(app, [*arguments, "--missing", "drop", "--out", str(out)])
+    assert accepted.exit_code == 0, accepted.output
+    assert "No header line detected" in accepted.stderr and "x0 to x2" in accepted.stderr
+    result = runner.invoke(
+        app, [*arguments, "--names", "target,a,b", "--missing", "drop", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Dropped 2 row(s)" in result.stderr and "4, 11" in result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["target"] == "target" and summary["feature_names"] == ["a", "b"]
+    assert summary["missing"] == {"policy": "drop", "dropped_rows": [4, 11]}
+    table = pd.read_csv(out / "attributions.csv")
+    # --rows 3:6 are positions among the kept rows; the row column keeps the file's numbering.
+    assert table["row"].unique().tolist() == [3, 5, 6]
+    kept = frame.drop(index=[4, 11])
+    np.testing.assert_allclose(
+        table.loc[table["feature"] == "a", "value"], kept["a"].iloc[3:6], atol=1e-6
+    )  # to_string writes 6 decimals
+
+
+def test_explain_names_and_no_header_errors(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("1,2,3\n4,5,6\n")
+    result = runner.invoke(
+        app, ["explain", str(path), "--target", "y", "--names", "a,b", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "--names has 2 entries" in result.stderr
