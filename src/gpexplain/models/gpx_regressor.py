@@ -638,10 +638,10 @@ class _Problem:
 
         try:
             run_lbfgs(raw, loss, max_iter, None if callback is None else on_evaluation)
-        except (RuntimeError, ValueError):  # e.g. NotPSDError: C singular along the search
+        except (RuntimeError, ValueError) as error:  # NotPSDError: C singular along the search
             raise FitError(
                 "marginal-likelihood optimisation failed (C not positive definite)"
-            ) from None
+            ) from error
         fitted = [h.detach().numpy().copy() for h in hyperparameters()]
         if not all(np.all(np.isfinite(v)) for v in fitted):
             raise FitError("marginal-likelihood optimisation ended at non-finite values")
