@@ -209,10 +209,10 @@ def _warn_rounding(alpha: np.ndarray, variance: float, residual: np.ndarray) -> 
     if rounding > _MEAN_RTOL * scale:
         warnings.warn(
             f"random-feature posterior is ill-conditioned (noise variance too small for "
-            f"repeated or nearly repeated rows): predictions and explanation means are exact "
-            f"only to about {rounding:.2g} in the units of y ({rounding / scale:.1e} of the "
-            "targets' spread), and explanation covariances may be indefinite; increase the "
-            "noise variance or the number of distinct rows.",
+            f"repeated or nearly repeated rows) and loses accuracy: predictions and "
+            f"explanation means are exact only to about {rounding:.2g} in the units of y "
+            f"({rounding / scale:.1e} of the targets' spread), and explanation covariances "
+            "may be indefinite; increase the noise variance or the number of distinct rows.",
             RuntimeWarning,
             stacklevel=3,
         )
