@@ -57,3 +57,17 @@ def test_gpx_failed_starts_carry_no_torch_text(monkeypatch):
     message = str(caught.value)
     assert "failed from every starting point" in message and "n_restarts" in message
     assert "Matrix not positive definite" not in message
+
+
+def test_lengthscales_whose_powers_overflow_are_refused():
+    # RBF(1e-300): gradients were inf * 0 = NaN, refused as "a bug in gpexplain".
+    with pytest.raises(ValueError, match="lengthscale must be at least 1e-150"):
+        gx.kernels.RBF([1e-300, 1.0])
+    # A GPyTorch kernel with such a lengthscale gives NaN kernel values; the Cholesky solve
+    # failed with "array must not contain infs or NaNs".
+    import torch
+
+    base = gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=2).double()
+    base.lengthscale = torch.tensor([1e-300, 1.0], dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"(?s)kernel .* gives non-finite values on X"):
+        gx.ExactPosterior(X, y, base, noise=0.1)
