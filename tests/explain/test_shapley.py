@@ -13,6 +13,7 @@ from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.kernels.rbf import RBF
 from gpexplain.posterior import ExactPosterior
 from tests.reference import shapley_brute_force as ref
+from tests.reference.monte_carlo import variance_with_standard_error
 
 NOISE = 0.05
 
@@ -210,9 +211,7 @@ def test_thirty_features_complete_and_consistent():
     # algebra only); the total itself against Monte Carlo of Var_p m under the measure
     # N(0, I): z-score below 5 with the sample variance's own standard error.
     samples = posterior.predict_mean(np.random.default_rng(1).normal(size=(20000, d)))
-    centred = samples - samples.mean()
-    variance = np.mean(centred**2)
-    standard_error = np.sqrt((np.mean(centred**4) - variance**2) / len(samples))
+    variance, standard_error = variance_with_standard_error(samples)
     assert abs(result.total_variance - variance) < 5 * standard_error
 
 
