@@ -18,6 +18,7 @@ __all__ = [
     "check_feature_count",
     "check_feature_names",
     "check_finite_result",
+    "order_by_name",
     "to_numpy",
 ]
 
@@ -179,16 +180,60 @@ def check_feature_names(
     """Refuse a DataFrame whose columns differ from the training ones (order included).
 
     ``names`` are the columns of ``table`` as returned by ``as_feature_matrix``; nothing is
-    checked for arrays, or when the model was trained without names (``x0, x1, ...``).
-    ``what`` names the training columns in the message ("features", "columns").
+    checked for arrays. A model trained without names (on an array: ``x0, x1, ...``) takes a
+    DataFrame by position unless one of its columns is such a default name: then they are the
+    model's own labels and must be exactly the defaults in order (a reordered ``[x1, x0]``
+    was used by position, silently wrong). ``what`` names the training columns in the message
+    ("features", "columns").
     """
     default = [f"x{i}" for i in range(len(expected))]
-    if isinstance(table, pd.DataFrame) and expected != default and names != expected:
+    labelled = expected != default or not set(names).isdisjoint(default)
+    if isinstance(table, pd.DataFrame) and labelled and names != expected:
         # A reordered or renamed table would be used column by column, silently wrong.
         raise ValueError(
             f"{name} columns {names} do not match the training {what} {expected}; select "
             f"them in that order, e.g. {name}[{expected}]."
         )
+
+
+def order_by_name(labelled, feature_names: Sequence[str], name: str):
+    """A labelled vector or table (Series index or DataFrame columns) in ``feature_names`` order.
+
+    Labels are matched by name, never by position: a reordered ``X.mean()[["b", "a"]]`` gets
+    each feature its own value. An unlabelled pandas object (a default integer index) is
+    positional, like an array.
+
+    Parameters
+    ----------
+    labelled : pandas.Series or pandas.DataFrame
+    feature_names : sequence of str
+        The order wanted.
+    name : str
+        Argument name used in error messages.
+
+    Raises
+    ------
+    ValueError
+        Labels that are not exactly the features (missing and unknown ones listed).
+    """
+    labels = labelled.index if isinstance(labelled, pd.Series) else labelled.columns
+    if isinstance(labels, pd.RangeIndex):
+        return labelled
+    names, feature_names = [str(label) for label in labels], list(feature_names)
+    if names == feature_names:
+        return labelled
+    missing = [feature for feature in feature_names if feature not in names]
+    unknown = [label for label in names if label not in feature_names]
+    if missing or unknown or len(set(names)) != len(names):
+        raise ValueError(
+            f"{name} labels {names} do not match the features {feature_names} (missing: "
+            f"{missing}, unknown: {unknown}); label a pandas {name} with the feature names, or "
+            "pass a plain array in the features' order."
+        )
+    order = [names.index(feature) for feature in feature_names]
+    if isinstance(labelled, pd.Series):
+        return labelled.iloc[order]
+    return labelled.iloc[:, order]
 
 
 def check_finite_result(name: str, *arrays: np.ndarray) -> None:

@@ -10,7 +10,10 @@ Every metric works with *any* explainer and predictor, given as callables:
 for models that predict from an original input ``x`` and explain through a separate
 simplified representation ``z`` (GPX, Yoshikawa and Iwata 2021); the callables are then called
 as ``predict(X, Z)`` and ``explainer(X, Z)``, and attributions are over the columns of the
-*last* array. With a single matrix, ``x`` and ``z`` are the same thing.
+*last* array. With a single matrix, ``x`` and ``z`` are the same thing. A DataFrame in ``X``
+reaches the callables as a DataFrame with the same columns (removed features included), so
+that a model matches it by name or refuses it; a labelled ``reference`` Series is matched to
+those columns by name.
 
 Yoshikawa and Iwata (Sec. 5.2) leave the metrics under-specified; the choices made here
 (see ``docs/errata.md``) are stated in each docstring:
@@ -37,8 +40,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 
-from gpexplain._validation import as_feature_matrix, check_finite_result, to_numpy
+from gpexplain._validation import (
+    as_feature_matrix,
+    check_finite_result,
+    order_by_name,
+    to_numpy,
+)
 from gpexplain.attribution import Attribution
 
 __all__ = ["completeness", "faithfulness", "property_losses", "stability", "sufficiency"]
@@ -50,7 +59,25 @@ _CONSTANT_RTOL = 1e-12
 
 
 # -- shared helpers -------------------------------------------------------------------------
-def _as_inputs(X) -> tuple[np.ndarray, ...]:
+class _Inputs(tuple):
+    """The validated float64 arrays of ``X``, remembering which were DataFrames (``columns``).
+
+    ``labelled(arrays)`` hands arrays of the same shapes back to the model as DataFrames with
+    the user's columns, so that the model matches them by name (or refuses them) instead of
+    taking a reordered table by position.
+    """
+
+    columns: tuple
+
+    def labelled(self, arrays=None) -> tuple:
+        arrays = self if arrays is None else arrays
+        return tuple(
+            array if names is None else pd.DataFrame(array, columns=names)
+            for array, names in zip(arrays, self.columns, strict=True)
+        )
+
+
+def _as_inputs(X) -> _Inputs:
     """Validate ``X`` (one matrix or a tuple of matrices with equal row counts).
 
     Only a tuple means several arrays: a list is a (nested-list) matrix.
@@ -58,6 +85,7 @@ def _as_inputs(X) -> tuple[np.ndarray, ...]:
     if isinstance(X, tuple):
         if len(X) == 0:
             raise ValueError("X is an empty tuple; pass a feature matrix or a tuple (X, Z).")
+        tables = X
         arrays = tuple(
             as_feature_matrix(array, f"X[{index}]")[0] for index, array in enumerate(X)
         )
@@ -67,11 +95,16 @@ def _as_inputs(X) -> tuple[np.ndarray, ...]:
                 f"the arrays of X have different numbers of rows {[a.shape[0] for a in arrays]}; "
                 "every array must describe the same points."
             )
-        return arrays
-    return (as_feature_matrix(X, "X")[0],)
+    else:
+        tables, arrays = (X,), (as_feature_matrix(X, "X")[0],)
+    inputs = _Inputs(arrays)
+    inputs.columns = tuple(
+        list(table.columns) if isinstance(table, pd.DataFrame) else None for table in tables
+    )
+    return inputs
 
 
-def _as_reference(reference, inputs: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+def _as_reference(reference, inputs: _Inputs) -> tuple[np.ndarray, ...]:
     """One finite reference vector per input array."""
     if len(inputs) == 1:
         references = (reference,)
@@ -90,6 +123,8 @@ def _as_reference(reference, inputs: tuple[np.ndarray, ...]) -> tuple[np.ndarray
                 f"{name} is missing; pass the training mean of the features "
                 "(0 after standardisation), or a remove hook."
             )
+        if isinstance(value, pd.Series) and inputs.columns[index] is not None:
+            value = order_by_name(value, [str(c) for c in inputs.columns[index]], name)
         vector = np.asarray(to_numpy(value), dtype=np.float64).reshape(-1)
         if vector.shape[0] != array.shape[1]:
             raise ValueError(
@@ -103,7 +138,7 @@ def _as_reference(reference, inputs: tuple[np.ndarray, ...]) -> tuple[np.ndarray
     return tuple(vectors)
 
 
-def _removal(reference, remove, inputs: tuple[np.ndarray, ...], n_features: int) -> Callable:
+def _removal(reference, remove, inputs: _Inputs, n_features: int) -> Callable:
     """The function ``mask -> inputs with the masked entries removed``.
 
     ``mask`` is boolean (n_points, n_features), True where a feature is removed at a point.
@@ -146,11 +181,12 @@ def _removal(reference, remove, inputs: tuple[np.ndarray, ...], n_features: int)
     return replace
 
 
-def _predictions(predict, inputs: tuple[np.ndarray, ...], name: str = "predict") -> np.ndarray:
-    """Call the predictor and check it returns one finite number per point."""
+def _predictions(predict, inputs: _Inputs, arrays=None, name: str = "predict") -> np.ndarray:
+    """Call the predictor on ``arrays`` (default: the inputs themselves), labelled like the
+    inputs, and check it returns one finite number per point."""
     if not callable(predict):
         raise TypeError(f"{name} must be a callable predict(X) -> (n_points,), got {predict!r}.")
-    values = np.asarray(to_numpy(predict(*inputs)), dtype=np.float64)
+    values = np.asarray(to_numpy(predict(*inputs.labelled(arrays))), dtype=np.float64)
     n_points = inputs[0].shape[0]
     if values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]
@@ -164,14 +200,14 @@ def _predictions(predict, inputs: tuple[np.ndarray, ...], name: str = "predict")
     return values
 
 
-def _attributions(explainer, inputs: tuple[np.ndarray, ...]) -> np.ndarray:
+def _attributions(explainer, inputs: _Inputs) -> np.ndarray:
     """Call the explainer and check it returns a finite (n_points, n_features) matrix."""
     if not callable(explainer):
         raise TypeError(
             "explainer must be a callable explainer(X) -> Attribution or ndarray "
             f"(n_points, n_features), got {explainer!r}."
         )
-    result = explainer(*inputs)
+    result = explainer(*inputs.labelled())
     values = result.mean if isinstance(result, Attribution) else to_numpy(result)
     values = np.asarray(values, dtype=np.float64)
     n_points = inputs[0].shape[0]
@@ -266,7 +302,7 @@ def faithfulness(predict, explainer, X, reference=None, *, remove=None) -> np.nd
     for feature in range(n_features):
         mask = np.zeros((n_points, n_features), dtype=bool)
         mask[:, feature] = True
-        delta[:, feature] = original - _predictions(predict, removed(mask))
+        delta[:, feature] = original - _predictions(predict, inputs, removed(mask))
     scores = _row_correlation(phi, delta)
     check_finite_result("faithfulness", scores)
     return scores
@@ -325,7 +361,10 @@ def sufficiency(predict, explainer, X, k, reference=None, *, remove=None):
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(n_features)[None, :].repeat(n_points, 0), axis=1)
     scores = np.array(
-        [np.mean((original - _predictions(predict, removed(rank >= value))) ** 2) for value in ks]
+        [
+            np.mean((original - _predictions(predict, inputs, removed(rank >= value))) ** 2)
+            for value in ks
+        ]
     )
     check_finite_result("sufficiency", scores)
     return float(scores[0]) if scalar else scores
@@ -443,7 +482,7 @@ def completeness(predict, explainer, X, reference=None, *, remove=None) -> np.nd
     phi = _attributions(explainer, inputs)
     removed = _removal(reference, remove, inputs, phi.shape[1])
     original = _predictions(predict, inputs)
-    at_reference = _predictions(predict, removed(np.ones(phi.shape, dtype=bool)))
+    at_reference = _predictions(predict, inputs, removed(np.ones(phi.shape, dtype=bool)))
     gap = phi.sum(axis=1) - (original - at_reference)
     check_finite_result("completeness", gap)
     return gap

@@ -336,14 +336,15 @@ def test_closed_form_on_matern_kernel_asks_for_quadrature(matern_setup):
 
 def test_matern_quadrature_completeness(matern_setup):
     posterior, Xq, baseline = matern_setup
-    attr = integrated_gradients(posterior, Xq, baseline, method="quadrature", n_steps=256)
+    # The README promises 1e-8 at the default 64 nodes for the graded rule (measured here:
+    # 1e-15 for the means, 1e-14 for the variances); this test used to allow 1e-6 at 256.
+    attr = integrated_gradients(posterior, Xq, baseline, method="quadrature", n_steps=64)
     target = attr.prediction - attr.baseline_prediction
-    np.testing.assert_allclose(attr.mean.sum(1), target, rtol=0, atol=1e-6 * _scale(target))
+    np.testing.assert_allclose(attr.mean.sum(1), target, rtol=0, atol=1e-8 * _scale(target))
     np.testing.assert_allclose(
-        attr.cov.sum((1, 2)), attr.difference_variance, rtol=0, atol=1e-6 * 1.2
+        attr.cov.sum((1, 2)), attr.difference_variance, rtol=0, atol=1e-8 * 1.2
     )
     assert np.linalg.eigvalsh(attr.cov).min() >= -1e-8
-    assert np.all(np.isfinite(attr.mean)) and np.all(np.isfinite(attr.cov))
 
 
 # -- result table ------------------------------------------------------------------------------
@@ -425,10 +426,15 @@ def test_quadrature_no_nan_near_and_far_from_baseline(setup3):
 
 def test_quadrature_mean_only_at_baseline(setup3):
     posterior, Xq, baseline = setup3
-    attr = integrated_gradients(
-        posterior, np.vstack([baseline, Xq[:2]]), baseline, method="quadrature", return_cov=False
-    )
-    assert np.all(attr.mean[0] == 0.0) and np.all(np.isfinite(attr.mean))
+    points = np.vstack([baseline, Xq[:2]])
+    attr = integrated_gradients(posterior, points, baseline, method="quadrature",
+                                return_cov=False)
+    assert np.all(attr.mean[0] == 0.0)
+    # The other rows were only checked finite: they are the mean of the full call, complete.
+    full = integrated_gradients(posterior, points, baseline, method="quadrature")
+    np.testing.assert_array_equal(attr.mean, full.mean)
+    target = attr.prediction - attr.baseline_prediction
+    np.testing.assert_allclose(attr.mean.sum(1), target, rtol=0, atol=1e-8 * _scale(target))
 
 
 @pytest.mark.parametrize("alone", [False, True], ids=["in-batch", "alone"])

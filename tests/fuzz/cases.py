@@ -21,7 +21,13 @@ from tests.fuzz.harness import (
     check_same_mean,
     classify_exception,
 )
-from tests.fuzz.strategies import GRADIENT_KERNELS, build_kernel, problems, queries
+from tests.fuzz.strategies import (
+    GRADIENT_KERNELS,
+    build_kernel,
+    log_uniform,
+    problems,
+    queries,
+)
 
 SECONDS_PER_CALL = 30
 
@@ -151,6 +157,92 @@ def baseline_labels_case(data) -> Outcome:
     return Outcome("ok")
 
 
+@guarded
+def mean_paths_case(data) -> Outcome:
+    """Class 5: ``return_cov=False`` gives the mean of ``return_cov=True``, even on an
+    ill-conditioned posterior (near-duplicate rows, noise near zero: |alpha| up to 1e12)."""
+    X, y, name, lengthscale, variance, _, rng = data.draw(
+        problems(("rbf", "periodic", "matern52"))
+    )
+    # A near-duplicate row and noise near zero: alpha ~ 1 / noise along their difference.
+    X[-1] = X[0] + data.draw(log_uniform(1e-12, 1e-6)) * lengthscale * rng.normal(size=len(X[0]))
+    noise = data.draw(log_uniform(1e-14, 1e-8))
+    posterior, error, _ = call(
+        gx.ExactPosterior, X, y, kernel=build_kernel(name, lengthscale, variance), noise=noise
+    )
+    if error is not None:
+        return classify_exception(error, ("noise", "kernel", "X", "y"))
+    Xq = data.draw(queries(X, lengthscale))
+    explainer = data.draw(st.sampled_from(["integrated_gradients", "gradients"]))
+    function = getattr(gx, explainer)
+    kwargs = dict(n_steps=16) if explainer == "integrated_gradients" else {}
+    full, error, _ = call(function, posterior, Xq, **kwargs)
+    if error is not None:
+        return classify_exception(error, ("baseline", "kernel", "X"))
+    light, error, _ = call(function, posterior, Xq, return_cov=False, **kwargs)
+    if error is not None:
+        return classify_exception(error, ("return_cov",))
+    outcome = check_same_mean(full, light)
+    outcome.detail = f"{name}, {explainer}: {outcome.detail}"
+    return outcome
+
+
+@guarded
+def random_features_case(data) -> Outcome:
+    """Class 8: a random-feature posterior with noise near zero on repeated rows predicts
+    like its weight-space ridge solution (independent reference), or warns."""
+    X, y, _, lengthscale, variance, _, rng = data.draw(problems(("rbf",)))
+    repeats = data.draw(st.integers(1, 3))
+    X, y = np.tile(X, (repeats, 1)), np.tile(y, repeats)
+    n_frequencies = data.draw(st.integers(1, 40))
+    noise = data.draw(log_uniform(1e-14, 1e-2))
+    kernel = gx.kernels.RandomFeatureKernel.from_rbf(
+        gx.kernels.RBF(lengthscale, variance), n_frequencies, random_state=0
+    )
+    posterior, error, warned = call(gx.RandomFeaturePosterior, X, y, kernel, noise, mean=0.0)
+    if error is not None:
+        return classify_exception(error, ("noise", "kernel", "X", "y"))
+    design = kernel.features(X)
+    stacked = np.vstack([design, np.sqrt(noise) * np.eye(design.shape[1])])
+    weights = np.linalg.lstsq(stacked, np.concatenate([y, np.zeros(design.shape[1])]),
+                              rcond=None)[0]
+    Xq = np.vstack([X[:2], X[:2]])  # identical rows twice
+    predicted = posterior.predict_mean(Xq)
+    reference = kernel.features(Xq) @ weights
+    # The ridge reference is itself accurate to about eps cond(stacked) |weights| |phi|.
+    condition = np.linalg.cond(stacked)
+    tolerance = 1e-8 * max(np.max(np.abs(y)), 1e-300) + 10 * np.finfo(float).eps * condition \
+        * np.sqrt(variance) * np.linalg.norm(weights)
+    if warned:  # the accuracy warning states how far the means may be off
+        return Outcome("ok", warned=True)
+    if np.max(np.abs(predicted[:2] - predicted[2:])) > tolerance:
+        return Outcome("silently_wrong", "identical rows predicted differently")
+    if np.max(np.abs(predicted - reference)) > tolerance:
+        return Outcome("silently_wrong",
+                       f"mean {np.max(np.abs(predicted - reference)):.2e} off the ridge solution")
+    return Outcome("ok")
+
+
+@guarded
+def default_names_case(data) -> Outcome:
+    """Class 1: a NumPy-fitted posterior refuses its own default names reordered."""
+    X, lengthscale, _, posterior, error = _posterior(data, ("rbf",))
+    if error is not None or X.shape[1] < 2:
+        return Outcome("ok")
+    Xq = data.draw(queries(X, lengthscale))
+    order = data.draw(st.permutations(range(X.shape[1])))
+    if list(order) == list(range(X.shape[1])):
+        return Outcome("ok")
+    frame = pd.DataFrame(Xq[:, order], columns=[f"x{i}" for i in order])
+    entry = data.draw(st.sampled_from(["predict_mean", "integrated_gradients", "gradients"]))
+    function = getattr(posterior, entry) if entry == "predict_mean" else (
+        lambda Q: getattr(gx, entry)(posterior, Q))
+    result, error, _ = call(function, frame)
+    if error is not None:
+        return classify_exception(error, ("columns", "X"))
+    return Outcome("silently_wrong", f"{entry} took reordered default names by position")
+
+
 INVALID_PARAMETERS = [
     ("GPRegressor(random_state=-1)", lambda X, y: gx.GPRegressor(random_state=-1).fit(X, y),
      ("random_state",)),
@@ -164,6 +256,10 @@ INVALID_PARAMETERS = [
          gx.ExactPosterior(X, y, gx.kernels.RBF(), noise=0.1), X, n_steps=2.5),
      ("n_steps",)),
     ("ragged X", lambda X, y: gx.GPRegressor().fit([[1.0, 2.0], [3.0]], [1.0, 2.0]), ("X",)),
+    ("GPRegressor(kernel=RBF(1e-9))",
+     lambda X, y: gx.GPRegressor(kernel=gx.kernels.RBF(1e-9)).fit(X, y), ("lengthscale",)),
+    ("GPXRegressor(n_restarts=-1)", lambda X, y: gx.GPXRegressor(n_restarts=-1).fit(X, y),
+     ("n_restarts",)),
     ("duplicate column names",
      lambda X, y: gx.GPRegressor().fit(pd.DataFrame(np.ones((3, 2)), columns=["a", "a"]),
                                        [1.0, 2.0, 3.0]),
@@ -184,4 +280,7 @@ def invalid_parameter_case(data) -> Outcome:
     return outcome
 
 
-CASES = (integrated_gradients_case, gradients_case, baseline_labels_case, invalid_parameter_case)
+CASES = (
+    integrated_gradients_case, gradients_case, baseline_labels_case, invalid_parameter_case,
+    mean_paths_case, random_features_case, default_names_case,
+)

@@ -16,8 +16,11 @@ from hypothesis import strategies as st
 from tests.fuzz.cases import (
     CASES,
     baseline_labels_case,
+    default_names_case,
     gradients_case,
     invalid_parameter_case,
+    mean_paths_case,
+    random_features_case,
 )
 
 settings.register_profile(
@@ -31,7 +34,10 @@ settings.register_profile(
 PROFILE = os.environ.get("GPEXPLAIN_FUZZ_PROFILE", "default-suite")
 
 # The defect classes of these cases are fixed: they run in the default suite.
-DEFAULT_CASES = (baseline_labels_case, gradients_case, invalid_parameter_case)
+DEFAULT_CASES = (
+    baseline_labels_case, gradients_case, invalid_parameter_case, mean_paths_case,
+    random_features_case, default_names_case,
+)
 
 
 @pytest.mark.parametrize(

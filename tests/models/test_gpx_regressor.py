@@ -76,21 +76,23 @@ def test_given_hyperparameters_match_naive_block_formulas(separate_z, lengthscal
 @pytest.mark.parametrize("separate_z", [True, False])
 def test_fitted_model_matches_naive_block_formulas(separate_z):
     # The optimiser works in internal units; everything reported must be consistent in the
-    # original units, including the log marginal likelihood. (Noisy data keep the fitted
-    # weight noise away from tiny values, where the reference itself loses digits: see the
-    # next test.)
+    # original units, including the log marginal likelihood.
     X, Z, y, Xq, Zq = _problem(seed=1, n=14, separate_z=separate_z, noise_sd=1.0)
     model = GPXRegressor().fit(X, y, Z if separate_z else None)
-    assert model.weight_noise_ > 1e-3
     hyper = (model.kernel_.lengthscale, model.kernel_.variance, model.weight_noise_,
              model.noise_)
     # The independent 50-digit reference bounds the library's own error directly ...
     w_mean, w_cov = gpx_weights_mpmath(X, Z, y, Xq, *hyper)
+    # ... on weights that are not all zero: from a single start the fit with separate Z
+    # landed on the all-noise optimum (lengthscale 1e-3, every query weight exactly 0) and
+    # this test compared 0 with 0; the weights are O(1) here (y ~ sin(x0) z0 + 0.3 z2 + 4).
+    assert np.abs(w_mean).max() > 0.1
     weights = model.explain(Xq, Zq if separate_z else None, what="weights")
     _assert_close(weights.mean, w_mean, 1e-10)
     _assert_close(weights.cov, w_cov, 1e-10)
-    # ... and measures how many digits the block formulas (explicit inverses of L and C, the
-    # fitted L has condition number ~3e3) lose, which sets how closely they can be compared.
+    # The block formulas (explicit inverses of L and C; a small fitted weight noise makes L
+    # ill-conditioned) lose digits; measured against the reference, that sets how closely
+    # they can be compared.
     naive = gpx_naive(X, Z, y, Xq, Zq, *hyper)
     naive_error = max(
         _relative_error(naive["w_mean"], w_mean), _relative_error(naive["w_cov"], w_cov)
@@ -127,9 +129,14 @@ def test_fitted_optimum_beats_start_and_its_neighbours():
     start = GPXRegressor(optimizer=None, kernel=RBF(ell * 3, var * 3), weight_noise=w_noise * 3,
                          noise=noise * 3).fit(X, y, Z)
     assert lml > start.log_marginal_likelihood_value_
-    # A local maximum: 5% moves of each hyperparameter (above the lower bounds) do not help.
+    # A local maximum: 5% moves of each hyperparameter (above the lower bounds) do not help,
+    # up to what L-BFGS's stopping rule allows (gradient of the per-point loss <= 1e-5 in the
+    # softplus-raw parameters, which for a large lengthscale move by 5% of its internal value:
+    # the likelihood is nearly flat there).
+    internal_lengthscale = ell[0] / np.std(X[:, 0])
+    flat = 1e-5 * len(y) * 0.05 * max(internal_lengthscale, 1.0)
     for factor in (0.95, 1.05):
-        assert lml >= naive_lml(ell * factor, var, w_noise, noise) - 1e-6
+        assert lml >= naive_lml(ell * factor, var, w_noise, noise) - 1e-6 - flat
         assert lml >= naive_lml(ell, var * factor, w_noise, noise) - 1e-6
         assert lml >= naive_lml(ell, var, w_noise, noise * factor) - 1e-6
 
@@ -434,3 +441,20 @@ def test_chunked_queries_equal_one_pass(monkeypatch):
     np.testing.assert_allclose(chunked.cov, whole.cov, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(mean, whole_mean, rtol=1e-13)
     np.testing.assert_allclose(std, whole_std, rtol=1e-12)
+
+
+def test_restarts_escape_the_all_noise_optimum():
+    # From the single default start this problem ends at the all-noise optimum (tiny
+    # lengthscale: every query weight exactly 0); the restarts find a higher likelihood with
+    # weights that explain y.
+    X, Z, y, Xq, Zq = _problem(seed=1, n=14, noise_sd=1.0)
+    single = GPXRegressor(n_restarts=0).fit(X, y, Z)
+    assert np.all(single.explain(Xq, Zq, what="weights").mean == 0.0)
+    model = GPXRegressor(n_restarts=3, random_state=0).fit(X, y, Z)
+    assert model.log_marginal_likelihood_value_ > single.log_marginal_likelihood_value_
+    assert np.abs(model.explain(Xq, Zq, what="weights").mean).max() > 0.1
+    assert len(model.restarts_) == 4
+    reached = [r["log_marginal_likelihood"] or -np.inf for r in model.restarts_]
+    assert max(reached[1:]) > reached[0]  # a random start won, not the first
+    with pytest.raises(ValueError, match="n_restarts must be an integer >= 0"):
+        GPXRegressor(n_restarts=-1).fit(X, y, Z)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import mpmath
 import numpy as np
 import pytest
@@ -30,7 +32,10 @@ def test_equals_exact_posterior_with_the_same_kernel(n, M):
     exact = ExactPosterior(X, y, kernel, noise=0.03, mean=0.4)
     weight = RandomFeaturePosterior(X, y, kernel, noise=0.03, mean=0.4)
     scale = np.abs(exact.alpha).max()
-    np.testing.assert_allclose(weight.alpha, exact.alpha, rtol=0, atol=TOL * scale)
+    # alpha is exact's projected on the span of Phi: the rest, (I - U U^T) r / noise, is
+    # orthogonal to every k(x, Z) and changes no mean (it only amplified rounding).
+    in_span = weight.basis @ (weight.basis.T @ exact.alpha)
+    np.testing.assert_allclose(weight.alpha, in_span, rtol=0, atol=TOL * scale)
     assert abs(weight.log_marginal_likelihood() - exact.log_marginal_likelihood()) < TOL * n
 
     Xq = rng.normal(size=(7, 3))
@@ -101,3 +106,54 @@ def test_errors():
         RandomFeaturePosterior(X, y[:9], kernel, noise=0.1)
     with pytest.raises(ValueError, match="mean must be a finite"):
         RandomFeaturePosterior(X, y, kernel, noise=0.1, mean=np.nan)
+
+
+def _repeated_rows_problem(n_frequencies):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    X[30:] = X[:30]  # every row twice, as in real tables
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
+    kernel = RandomFeatureKernel.from_rbf(RBF([1.0, 1.0], 1.0), n_frequencies, random_state=0)
+    return X, y, kernel
+
+
+def test_near_zero_noise_means_match_the_weight_space_ridge_solution():
+    # Issue 10, class 8. More rows than features: alpha used to carry the complement term
+    # (I - U U^T) r / noise (|alpha| 2.5e11 at noise 1e-12), orthogonal to every k(x, Z) but
+    # amplifying rounding: means 1e-4 off. Reference: E[w] = argmin |Phi w - r|^2 + noise |w|^2
+    # by least squares on the stacked system [Phi; sqrt(noise) I] (backward-stable QR).
+    X, y, kernel = _repeated_rows_problem(5)
+    noise = 1e-12
+    posterior = RandomFeaturePosterior(X, y, kernel, noise, mean=0.2)
+    design = kernel.features(X)
+    stacked = np.vstack([design, np.sqrt(noise) * np.eye(design.shape[1])])
+    target = np.concatenate([y - 0.2, np.zeros(design.shape[1])])
+    weights = np.linalg.lstsq(stacked, target, rcond=None)[0]
+    Q = np.random.default_rng(1).normal(size=(7, 2))
+    expected = 0.2 + kernel.features(Q) @ weights
+    # Conditioning of the ridge problem: cond(Phi) ~ 1e2 here, so 1e-10 of y's scale is ample.
+    np.testing.assert_allclose(posterior.predict_mean(Q), expected, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(posterior.weight_mean, weights, rtol=0,
+                               atol=1e-9 * np.abs(weights).max())
+    # The log marginal likelihood keeps the complement term (it is not a mean); against the
+    # dense n x n Gram matrix at a noise where its Cholesky is accurate (cond ~1e5).
+    noise = 1e-3
+    gram = design @ design.T + noise * np.eye(len(y))
+    factor = np.linalg.cholesky(gram)
+    whitened = np.linalg.solve(factor, y - 0.2)
+    reference = (-0.5 * whitened @ whitened - np.sum(np.log(np.diag(factor)))
+                 - 0.5 * len(y) * np.log(2 * np.pi))
+    posterior = RandomFeaturePosterior(X, y, kernel, noise, mean=0.2)
+    np.testing.assert_allclose(posterior.log_marginal_likelihood(), reference, rtol=1e-9)
+
+
+def test_unresolvable_near_zero_noise_is_warned_with_its_size():
+    # More frequencies than distinct rows and noise 1e-13: C = R R^T + noise I is singular up
+    # to the noise along the repeated rows; the means cannot be exact, and the warning says
+    # how far off they may be (before, identical rows were predicted 4e-4 apart silently).
+    X, y, kernel = _repeated_rows_problem(50)
+    with pytest.warns(RuntimeWarning, match=r"exact only to about .* in the units of y"):
+        RandomFeaturePosterior(X, y, kernel, 1e-13)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RandomFeaturePosterior(X, y, kernel, 1e-2)

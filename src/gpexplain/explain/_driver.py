@@ -16,7 +16,8 @@ build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
        E[L f]   = (L k(., Z)) a
        Cov[L f] = L L' k - (L k(., Z)) Q (L k(., Z))^T,
 
-   the functional's output weights (gradient x input), the latent prediction
+   (the mean always from the cross term, with or without the covariance), the
+   functional's output weights (gradient x input), the latent prediction
    ``m0 + k(x, Z) a`` and the functional's completeness target;
 5. check every result is finite, and return one ``Attribution``.
 
@@ -131,10 +132,15 @@ def explain(
 
     def explain_chunk(block):
         prediction = posterior.mean + scheme.kernel_matrix(block) @ alpha
+        # One code path for the mean, ``C a`` from the same cross term with or without the
+        # covariance: a separate mean-only contraction rounded differently, and an
+        # ill-conditioned posterior (|a| ~ 1e10) turned that into different means (issue 10,
+        # class 5); ``C a`` also completes term by term, since the rows of C sum to
+        # k(x, Z) - k(xt, Z).
         if return_cov:
             mean, cov = gaussian_moments(posterior, *scheme.cross_and_prior(block))
         else:
-            mean, cov = scheme.mean(block, alpha), None
+            mean, cov = gaussian_moments(posterior, scheme.cross(block), None)
         weights = functional.output_weights(block)
         if weights is not None:
             mean = weights * mean

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpexplain._validation import to_numpy
+from gpexplain._validation import order_by_name, to_numpy
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
@@ -26,38 +26,6 @@ from gpexplain.posterior import as_posterior
 __all__ = ["integrated_gradients", "resolve_baseline", "resolve_baselines", "BASELINE_NAMES"]
 
 BASELINE_NAMES = ("mean", "median", "zeros")
-
-
-def _by_name(baseline, feature_names: list[str]):
-    """A labelled baseline (Series index or DataFrame columns) in the model's feature order.
-
-    Labels are matched by name, never by position: a reordered ``X.mean()[["b", "a"]]`` gets
-    each feature its own value. An unlabelled pandas object (a default integer index) is
-    positional, like an array.
-
-    Raises
-    ------
-    ValueError
-        Labels that are not exactly the model's features (missing and unknown ones listed).
-    """
-    labels = baseline.index if isinstance(baseline, pd.Series) else baseline.columns
-    if isinstance(labels, pd.RangeIndex):
-        return baseline
-    names = [str(label) for label in labels]
-    if names == list(feature_names):
-        return baseline
-    missing = [name for name in feature_names if name not in names]
-    unknown = [name for name in names if name not in feature_names]
-    if missing or unknown or len(set(names)) != len(names):
-        raise ValueError(
-            f"baseline labels {names} do not match the model's features {list(feature_names)}"
-            f" (missing: {missing}, unknown: {unknown}); label a pandas baseline with the "
-            "feature names, or pass a plain array in the model's feature order."
-        )
-    order = [names.index(name) for name in feature_names]
-    if isinstance(baseline, pd.Series):
-        return baseline.iloc[order]
-    return baseline.iloc[:, order]
 
 
 def resolve_baseline(baseline, train_inputs: np.ndarray, feature_names: list[str]) -> np.ndarray:
@@ -86,7 +54,7 @@ def resolve_baseline(baseline, train_inputs: np.ndarray, feature_names: list[str
             f"{train_inputs.shape[1]} feature values."
         )
     if isinstance(baseline, pd.Series | pd.DataFrame):
-        baseline = _by_name(baseline, feature_names).to_numpy()
+        baseline = order_by_name(baseline, feature_names, "baseline").to_numpy()
     vector = np.asarray(to_numpy(baseline), dtype=np.float64).reshape(-1)
     if vector.shape[0] != train_inputs.shape[1]:
         raise ValueError(
@@ -118,7 +86,7 @@ def resolve_baselines(baseline, train_inputs: np.ndarray, feature_names: list[st
     if isinstance(baseline, str | pd.Series):
         return resolve_baseline(baseline, train_inputs, feature_names)[None, :]
     if isinstance(baseline, pd.DataFrame):
-        baseline = _by_name(baseline, feature_names).to_numpy()
+        baseline = order_by_name(baseline, feature_names, "baseline").to_numpy()
     array = np.asarray(to_numpy(baseline), dtype=np.float64)
     if array.ndim <= 1:
         return resolve_baseline(array, train_inputs, feature_names)[None, :]

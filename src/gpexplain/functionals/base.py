@@ -23,8 +23,10 @@ Two classes split what from how:
   quadrature for the others).
 
 The explanation driver (``gpexplain.explain._driver.explain``) calls, per chunk of query
-points, ``kernel_matrix`` (for the prediction), ``cross_and_prior`` (or ``mean`` without a
-covariance), ``output_weights`` and ``completeness_target``.
+points, ``kernel_matrix`` (for the prediction), ``cross_and_prior`` (or ``cross`` without a
+covariance; the mean is ``cross @ a`` either way, so that both calls return the same mean),
+``output_weights`` and ``completeness_target``. ``cross_and_prior`` must return the same
+cross term as ``cross``, bit for bit.
 
 Adding a closed form for a new kernel: its math in the kernel's own file, one
 ``@SomeFunctional.register(NewKernel)`` scheme. Adding a functional: its own module here and one
@@ -71,14 +73,6 @@ class Scheme(ABC):
     def cross_and_prior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Both terms; schemes that share work between them override this."""
         return self.cross(X), self.prior(X)
-
-    def mean(self, X: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-        """``C a`` (n_points, D); schemes with a cheaper mean-only path override it.
-
-        An override must agree with ``cross(X) @ alpha`` to round-off: mean-only and
-        mean-with-covariance calls return the same mean.
-        """
-        return self.cross(X) @ alpha
 
     def copies_per_point(self) -> int:
         """(n_basis, n_features) float64 slabs one point needs at once (for chunking)."""

@@ -13,7 +13,7 @@ def as_lengthscale(lengthscale) -> np.ndarray:
     Raises
     ------
     ValueError
-        More than one dimension, a NaN, or a value <= 0.
+        More than one dimension, a NaN, a value <= 0, or one below 1e-150.
     """
     lengthscale = np.asarray(lengthscale, dtype=np.float64)
     if lengthscale.ndim > 1:
@@ -22,7 +22,17 @@ def as_lengthscale(lengthscale) -> np.ndarray:
         )
     if np.any(np.isnan(lengthscale)) or np.any(lengthscale <= 0):
         raise ValueError(f"lengthscale must be positive (np.inf allowed), got {lengthscale}.")
+    if np.any(lengthscale < _SMALLEST_LENGTHSCALE):
+        # Derivatives carry 1 / lengthscale^2, which overflows below this: the explanations
+        # would be inf * 0 = NaN instead of numbers.
+        raise ValueError(
+            f"lengthscale must be at least {_SMALLEST_LENGTHSCALE:g} (its inverse square must "
+            f"be a finite float64), got {lengthscale}; rescale the inputs instead."
+        )
     return lengthscale
+
+
+_SMALLEST_LENGTHSCALE = 1e-150
 
 
 def as_variance(variance) -> float:

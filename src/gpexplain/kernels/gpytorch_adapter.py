@@ -41,9 +41,7 @@ class GPyTorchKernel(Kernel):
         import torch
 
         with torch.no_grad():
-            K = self.module(
-                torch.as_tensor(X1, dtype=torch.float64), torch.as_tensor(X2, dtype=torch.float64)
-            ).to_dense()
+            K = self.module(_as_tensor(X1), _as_tensor(X2)).to_dense()
         return K.numpy()
 
     def diag(self, X: np.ndarray) -> np.ndarray:
@@ -51,12 +49,20 @@ class GPyTorchKernel(Kernel):
         import torch
 
         with torch.no_grad():
-            X_t = torch.as_tensor(X, dtype=torch.float64)
+            X_t = _as_tensor(X)
             return self.module(X_t, X_t, diag=True).numpy()
 
     def torch_kernel(self, n_features: int):
         """The wrapped module (used by autograd-based explanations)."""
         return self.module
+
+
+def _as_tensor(X):
+    """float64 torch tensor of an array; views with negative strides (``X[::-1]``), which
+    torch refuses, are copied first."""
+    import torch
+
+    return torch.as_tensor(np.ascontiguousarray(X, dtype=np.float64))
 
 
 def squared_exponential(module):

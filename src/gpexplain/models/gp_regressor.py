@@ -26,6 +26,7 @@ from gpexplain.kernels import as_kernel
 from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
+    LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
     best_of_starts,
     log_uniform,
@@ -157,6 +158,17 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     def _starting_points(self, choice, ard: bool, scaling: FeatureScaling, y_scale) -> list:
         """Hyperparameters (standardised units) of the first and the random starts."""
         lengthscale, outputscale = choice.first_start(scaling, ard, y_scale)
+        if self.optimizer is not None and np.any(lengthscale < LENGTHSCALE_LOWER_BOUND):
+            # GPyTorch would refuse it with a RuntimeError about its noise constraint.
+            bound = scaling.original_lengthscales(
+                np.full(lengthscale.shape, LENGTHSCALE_LOWER_BOUND)
+            )[scaling.active]
+            raise ValueError(
+                f"kernel lengthscale {self.kernel.lengthscale.tolist()} is below the optimiser's "
+                f"lower bound, {LENGTHSCALE_LOWER_BOUND:g} standard deviations of each column "
+                f"({np.round(bound, 12).tolist()} in the units of X); start from a larger "
+                "lengthscale, or keep it with optimizer=None."
+            )
         noise = DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
         starts = [(lengthscale, outputscale, max(noise, 2 * NOISE_LOWER_BOUND))]
         rng = np.random.default_rng(self.random_state)

@@ -55,11 +55,12 @@ from gpexplain.kernels.locally_linear import LocallyLinear
 from gpexplain.models._fitting import (
     LENGTHSCALE_LOWER_BOUND,
     NOISE_LOWER_BOUND,
-    OPTIMIZERS,
     FitError,
+    best_of_starts,
+    log_uniform,
     run_lbfgs,
 )
-from gpexplain.models._params import Integer, Options, Seed, ValidatedEstimator, Variance
+from gpexplain.models._params import MULTISTART_CONSTRAINTS, ValidatedEstimator, Variance
 from gpexplain.models._standardisation import FeatureScaling, warn_constant_columns
 from gpexplain.parallel import default_chunk_size, map_chunks
 from gpexplain.posterior.exact import ExactPosterior
@@ -122,15 +123,23 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
     noise : float, optional
         ``sigma_y^2``, the observation-noise variance, in squared units of y. Default start:
         0.01 in internal units (the paper's ``sigma_y = 0.1``).
+    n_restarts : int, default 3
+        Random starting points tried after the first (the given values, or the defaults
+        above); the best log marginal likelihood wins. The likelihood has an all-noise local
+        optimum (tiny lengthscale, every weight exactly 0 away from the training rows) that a
+        single start can land on. Restarts draw, in internal units, the lengthscale as the
+        median heuristic times log-uniform [0.1, 10], the variance log-uniform [0.1, 10] and
+        both noise variances log-uniform [1e-3, 1].
     optimizer : {"lbfgs", None}, default "lbfgs"
         ``"lbfgs"``: maximise the log marginal likelihood ``log N(y | 0, C)`` (eq. 12) with
         torch's L-BFGS (strong Wolfe line search, float64, autograd gradients; positivity by
         GPyTorch ``GreaterThan`` constraints). None keeps the given ``kernel``,
         ``weight_noise`` and ``noise`` exactly (all three are then required).
     max_iter : int, default 200
-        L-BFGS iterations.
+        L-BFGS iterations per start.
     random_state : int, default 0
-        Seed of the row subsample of the median heuristic (used only when n > 1000).
+        Seed of the random starting points and of the row subsample of the median heuristic
+        (used only when n > 1000).
 
     Attributes
     ----------
@@ -142,6 +151,9 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
         Fitted observation-noise variance (squared units of y).
     log_marginal_likelihood_value_ : float
         ``log N(y | 0, C)`` at the fitted values, as a density of y in its original units.
+    restarts_ : list of dict
+        Per start: ``start`` (index), ``log_marginal_likelihood`` per data point in internal
+        units (None when the start failed) and ``stopped_early`` (as ``GPRegressor``'s).
     feature_names_in_ : list of str
         Names of Z's columns: the explained features.
     n_features_in_ : int
@@ -196,6 +208,7 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
         kernel: RBF | None = None,
         weight_noise: float | None = None,
         noise: float | None = None,
+        n_restarts: int = 3,
         optimizer: str | None = "lbfgs",
         max_iter: int = 200,
         random_state: int = 0,
@@ -203,16 +216,14 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
         self.kernel = kernel
         self.weight_noise = weight_noise
         self.noise = noise
+        self.n_restarts = n_restarts
         self.optimizer = optimizer
         self.max_iter = max_iter
         self.random_state = random_state
 
     _parameter_constraints = {
+        **MULTISTART_CONSTRAINTS,
         "weight_noise": Variance(),
-        "noise": Variance(),
-        "optimizer": Options(OPTIMIZERS),
-        "max_iter": Integer(1),
-        "random_state": Seed(),
     }
 
     # -- fitting ------------------------------------------------------------------------
@@ -309,10 +320,34 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
             else self.weight_noise * weight_scale
         )
         noise = _INITIAL_NOISE if self.noise is None else self.noise / y_scale**2
-        start = (lengthscale, variance, weight_noise, noise)
-        lengthscale, variance, weight_noise, noise = _maximise_log_marginal_likelihood(
-            Xs, Z / z_scale, y / y_scale, start, self.max_iter, callback
+        starts = [(lengthscale, variance, weight_noise, noise)]
+        rng = np.random.default_rng(self.random_state)
+        centre = _median_heuristic(Xs, self.random_state)
+        for _ in range(self.n_restarts):
+            starts.append((
+                centre * log_uniform(rng, 0.1, 10.0, size=lengthscale.shape),
+                float(log_uniform(rng, 0.1, 10.0)),
+                float(log_uniform(rng, 1e-3, 1.0)),
+                float(log_uniform(rng, 1e-3, 1.0)),
+            ))
+        problem = _Problem(Xs, Z / z_scale, y / y_scale)
+
+        def optimise(index, start):
+            progress = None if callback is None else (
+                lambda step, _: callback(index * self.max_iter + step,
+                                         len(starts) * self.max_iter)
+            )
+            try:
+                return problem.maximise(start, self.max_iter, progress), False
+            except FitError:  # this start failed; the others may not
+                return None
+
+        _, best, self.restarts_ = best_of_starts(
+            starts, optimise, problem.log_marginal_likelihood,
+            "try other starting values (kernel, weight_noise, noise), more n_restarts, or "
+            "optimizer=None.",
         )
+        lengthscale, variance, weight_noise, noise = best
 
         self.kernel_ = RBF(scaling.original_lengthscales(lengthscale), variance / weight_scale)
         self.weight_noise_ = float(weight_noise / weight_scale)
@@ -525,67 +560,89 @@ def _log_marginal_likelihood(K, gram, y, weight_noise, noise):
     return _GaussianLogDensity.apply(_covariance(K, gram, weight_noise, noise), y)
 
 
-def _maximise_log_marginal_likelihood(Xs, Zs, ys, start, max_iter, callback=None):
-    """L-BFGS (strong Wolfe) on the log marginal likelihood per data point, internal units.
+class _Problem:
+    """GPX's log marginal likelihood per data point on internal-unit data, and its maximiser.
 
-    Returns (lengthscale array, variance, weight_noise, noise).
-
-    Raises
-    ------
-    FitError
-        The optimiser failed (C not positive definite even with jitter) or ended at
-        non-finite values.
+    Parameters
+    ----------
+    Xs, Zs, ys : ndarray
+        Standardised kernel inputs, scaled representation and scaled targets.
     """
-    lengthscale, variance, weight_noise, noise = start
-    constraints = (
-        gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND),
-        gpytorch.constraints.Positive(),
-        gpytorch.constraints.GreaterThan(_WEIGHT_NOISE_LOWER_BOUND),
-        gpytorch.constraints.GreaterThan(NOISE_LOWER_BOUND),
-    )
-    values = (
-        np.maximum(lengthscale, 2 * LENGTHSCALE_LOWER_BOUND),
-        variance,
-        max(weight_noise, 2 * _WEIGHT_NOISE_LOWER_BOUND),
-        max(noise, 2 * NOISE_LOWER_BOUND),
-    )
-    raw = [
-        constraint.inverse_transform(torch.as_tensor(value, dtype=torch.float64).reshape(-1))
-        .detach()
-        .requires_grad_(True)
-        for constraint, value in zip(constraints, values, strict=True)
-    ]
-    X_t, Z_t, y_t = (torch.as_tensor(a, dtype=torch.float64) for a in (Xs, Zs, ys))
-    gram = Z_t @ Z_t.T
-    isotropic_distances = None
-    if lengthscale.size == 1:
-        isotropic_distances = _squared_distances(X_t, torch.ones(1, dtype=torch.float64))
 
-    def hyperparameters():
-        return [c.transform(r) for c, r in zip(constraints, raw, strict=True)]
+    def __init__(self, Xs, Zs, ys):
+        self.X, Z, self.y = (torch.as_tensor(a, dtype=torch.float64) for a in (Xs, Zs, ys))
+        self.gram = Z @ Z.T
+        # For the isotropic kernel the unscaled squared distances are computed once.
+        self.isotropic_distances = _squared_distances(self.X, torch.ones(1, dtype=torch.float64))
 
-    def loss():
-        ell, var, w_noise, y_noise = hyperparameters()
-        K = _kernel_matrix(X_t, ell, var[0], isotropic_distances)
-        return -_log_marginal_likelihood(K, gram, y_t, w_noise[0], y_noise[0]) / y_t.shape[0]
-
-    evaluations = [0]
-
-    def on_evaluation(_):
-        evaluations[0] += 1
-        callback(min(evaluations[0], max_iter), max_iter)
-
-    try:
-        run_lbfgs(raw, loss, max_iter, None if callback is None else on_evaluation)
-    except (RuntimeError, ValueError) as error:  # e.g. NotPSDError
-        raise FitError(
-            f"marginal-likelihood optimisation failed ({error}); try other starting values "
-            "(kernel, weight_noise, noise) or optimizer=None."
-        ) from None
-    fitted = [h.detach().numpy().copy() for h in hyperparameters()]
-    if not all(np.all(np.isfinite(v)) for v in fitted):
-        raise FitError(
-            "marginal-likelihood optimisation ended at non-finite hyperparameters; try other "
-            "starting values (kernel, weight_noise, noise) or optimizer=None."
+    def loss(self, lengthscale, variance, weight_noise, noise):
+        """Minus the log marginal likelihood per data point (torch tensors in, tensor out)."""
+        K = _kernel_matrix(
+            self.X, lengthscale, variance,
+            self.isotropic_distances if lengthscale.numel() == 1 else None,
         )
-    return fitted[0], float(fitted[1][0]), float(fitted[2][0]), float(fitted[3][0])
+        return -_log_marginal_likelihood(K, self.gram, self.y, weight_noise, noise) / len(self.y)
+
+    def log_marginal_likelihood(self, hyper) -> float:
+        """At ``(lengthscale, variance, weight_noise, noise)``; ValueError where C is not
+        positive definite (``best_of_starts`` then discards the start)."""
+        values = [torch.as_tensor(v, dtype=torch.float64).reshape(-1) for v in hyper]
+        try:
+            with torch.no_grad():
+                return -float(self.loss(values[0], values[1][0], values[2][0], values[3][0]))
+        except RuntimeError as error:  # NotPSDError: C not positive definite
+            raise ValueError(str(error)) from None
+
+    def maximise(self, start, max_iter, callback=None):
+        """L-BFGS (strong Wolfe) from ``start``; returns (lengthscale array, variance,
+        weight_noise, noise).
+
+        Raises
+        ------
+        FitError
+            The optimiser failed (C not positive definite even with jitter) or ended at
+            non-finite values.
+        """
+        lengthscale, variance, weight_noise, noise = start
+        constraints = (
+            gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND),
+            gpytorch.constraints.Positive(),
+            gpytorch.constraints.GreaterThan(_WEIGHT_NOISE_LOWER_BOUND),
+            gpytorch.constraints.GreaterThan(NOISE_LOWER_BOUND),
+        )
+        values = (
+            np.maximum(lengthscale, 2 * LENGTHSCALE_LOWER_BOUND),
+            variance,
+            max(weight_noise, 2 * _WEIGHT_NOISE_LOWER_BOUND),
+            max(noise, 2 * NOISE_LOWER_BOUND),
+        )
+        raw = [
+            constraint.inverse_transform(torch.as_tensor(value, dtype=torch.float64).reshape(-1))
+            .detach()
+            .requires_grad_(True)
+            for constraint, value in zip(constraints, values, strict=True)
+        ]
+
+        def hyperparameters():
+            return [c.transform(r) for c, r in zip(constraints, raw, strict=True)]
+
+        def loss():
+            ell, var, w_noise, y_noise = hyperparameters()
+            return self.loss(ell, var[0], w_noise[0], y_noise[0])
+
+        evaluations = [0]
+
+        def on_evaluation(_):
+            evaluations[0] += 1
+            callback(min(evaluations[0], max_iter), max_iter)
+
+        try:
+            run_lbfgs(raw, loss, max_iter, None if callback is None else on_evaluation)
+        except (RuntimeError, ValueError) as error:  # NotPSDError: C singular along the search
+            raise FitError(
+                "marginal-likelihood optimisation failed (C not positive definite)"
+            ) from error
+        fitted = [h.detach().numpy().copy() for h in hyperparameters()]
+        if not all(np.all(np.isfinite(v)) for v in fitted):
+            raise FitError("marginal-likelihood optimisation ended at non-finite values")
+        return fitted[0], float(fitted[1][0]), float(fitted[2][0]), float(fitted[3][0])

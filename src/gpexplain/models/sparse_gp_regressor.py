@@ -24,6 +24,7 @@ import warnings
 import gpytorch
 import numpy as np
 import torch
+from linear_operator.utils.errors import NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 from scipy.linalg import cho_solve, solve_triangular
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -204,10 +205,18 @@ class SparseGPRegressor(
             ):
                 # Jitter added far from the optimum is expected, not news.
                 warnings.simplefilter("ignore", category=NumericalWarning)
-                if self.optimizer is None:
-                    history = [_set_optimal_variational(model, likelihood, X_t, y_t)]
-                else:
-                    history = self._train(model, likelihood, X_t, y_t, callback)
+                try:
+                    if self.optimizer is None:
+                        history = [_set_optimal_variational(model, likelihood, X_t, y_t)]
+                    else:
+                        history = self._train(model, likelihood, X_t, y_t, callback)
+                except NotPSDError as error:  # linear_operator's text names none of ours
+                    raise FitError(
+                        "SVGP training met a covariance matrix that is not positive definite "
+                        "even with jitter (inducing points nearly coinciding, or a lengthscale "
+                        "or noise collapsing); use fewer n_inducing, a lower learning_rate, or "
+                        "rescale the data."
+                    ) from error
         model.eval()
         likelihood.eval()
 

@@ -140,6 +140,14 @@ class ExactPosterior(Posterior):
         self.mean = mean
         self.feature_names = names
         gram = self.kernel(X, X)
+        if not np.all(np.isfinite(gram)):
+            # np.linalg.cholesky does not check, and the solve then failed with a message
+            # naming no argument.
+            raise ValueError(
+                f"kernel {self.kernel!r} gives non-finite values on X (e.g. a lengthscale so "
+                "small or large that its powers overflow); choose hyperparameters on the "
+                "scale of the inputs, or rescale X."
+            )
         gram[np.diag_indices_from(gram)] += noise
         try:
             self.cholesky, self.jitter = cholesky_with_jitter(gram)

@@ -26,6 +26,8 @@ representer-form path (``cross @ alpha``, ``prior - quadratic_form(cross)``) app
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
@@ -116,10 +118,14 @@ class RandomFeaturePosterior(Posterior):
             raise ValueError(str(error)) from None
         residual = y - mean
         projected = self.basis.T @ residual
+        # a = Q (y - m0) would add (I - U U^T)(y - m0) / noise, but every k(x, Z) and every
+        # functional L k(., Z) is a combination of Phi's columns, orthogonal to that term: it
+        # changes no mean, only adds rounding amplified by 1 / noise (with noise 1e-10,
+        # identical rows were predicted 4e-4 apart). So a keeps the span-of-Phi part only.
         self.alpha = self.basis @ cho_solve((self.cholesky, True), projected)
-        if self._has_complement:
-            self.alpha += (residual - self.basis @ projected) / noise
+        self._complement_energy = float(np.sum((residual - self.basis @ projected) ** 2))
         self.weight_mean = design.T @ self.alpha
+        _warn_rounding(self.alpha, kernel.variance, residual)
 
     def __repr__(self) -> str:
         n, d = self.train_inputs.shape
@@ -180,4 +186,33 @@ class RandomFeaturePosterior(Posterior):
         residual = self.train_targets - self.mean
         n, r = self.basis.shape
         log_det = 2.0 * np.sum(np.log(np.diag(self.cholesky))) + (n - r) * np.log(self.noise)
-        return float(-0.5 * residual @ self.alpha - 0.5 * log_det - 0.5 * n * np.log(2 * np.pi))
+        # (y - m0)^T Q (y - m0): the span part through alpha, the complement part / noise.
+        quadratic = residual @ self.alpha + self._complement_energy / self.noise
+        return float(-0.5 * quadratic - 0.5 * log_det - 0.5 * n * np.log(2 * np.pi))
+
+
+# Means are accurate to this fraction of the targets' spread, or a warning says how far.
+_MEAN_RTOL = 1e-8
+
+
+def _warn_rounding(alpha: np.ndarray, variance: float, residual: np.ndarray) -> None:
+    """Warn when rounding in ``m(x) = m0 + k(x, Z) a`` can exceed 1e-8 of the targets' spread.
+
+    ``|k(x, z_n)| <= variance`` (``|phi(x)|^2 = variance``), so the sum over n of ``k a`` is
+    exact to about ``n eps variance sum_n |a_n|``: the bound reached when ``C = R R^T +
+    noise I`` is nearly singular (rows repeated while frequencies outnumber them, noise near
+    zero). Identical rows can then be predicted that far apart, and explanation covariances
+    (prior term minus a reduction of the same size) lose as many digits.
+    """
+    rounding = len(alpha) * np.finfo(float).eps * variance * float(np.sum(np.abs(alpha)))
+    scale = max(float(np.max(np.abs(residual))), np.finfo(float).tiny)
+    if rounding > _MEAN_RTOL * scale:
+        warnings.warn(
+            f"random-feature posterior is ill-conditioned (noise variance too small for "
+            f"repeated or nearly repeated rows) and loses accuracy: predictions and "
+            f"explanation means are exact only to about {rounding:.2g} in the units of y "
+            f"({rounding / scale:.1e} of the targets' spread), and explanation covariances "
+            "may be indefinite; increase the noise variance or the number of distinct rows.",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -1,0 +1,73 @@
+"""Errors that used to come from torch, GPyTorch or linear_operator now name our argument and
+what to change (issue 10, "unclear errors"); the original exception is kept as __cause__."""
+
+from __future__ import annotations
+
+import gpytorch
+import numpy as np
+import pytest
+from linear_operator.utils.errors import NotPSDError
+
+import gpexplain as gx
+from gpexplain.models import FitError
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(12, 2)) * [1.0, 3.0]
+y = np.sin(X[:, 0])
+
+
+@pytest.mark.parametrize("lengthscale", [1e-9, [1e-7, 1.0]])
+def test_starting_lengthscale_below_the_bound_is_named(lengthscale):
+    # GPyTorch raised a RuntimeError about a *noise* constraint.
+    with pytest.raises(ValueError, match=r"kernel lengthscale .* below the optimiser's lower "
+                                         r"bound, 0.0001 standard deviations"):
+        gx.GPRegressor(kernel=gx.kernels.RBF(lengthscale)).fit(X, y)
+    # Kept as given, it is no start and is accepted.
+    gx.GPRegressor(kernel=gx.kernels.RBF(lengthscale), optimizer=None, noise=0.1).fit(X, y)
+
+
+def test_negative_stride_arrays_with_gpytorch_kernels():
+    # torch refuses views with negative strides ("At least one stride ... is negative").
+    kernel = gx.kernels.as_kernel(gpytorch.kernels.MaternKernel(nu=2.5))
+    np.testing.assert_array_equal(kernel(X[::-1], X[:, ::-1]),
+                                  kernel(X[::-1].copy(), X[:, ::-1].copy()))
+    np.testing.assert_array_equal(kernel.diag(X[::-1]), np.ones(len(X)))
+
+
+def test_svgp_not_psd_becomes_a_fit_error_with_our_message(monkeypatch):
+    def collapse(*args, **kwargs):
+        raise NotPSDError("Matrix not positive definite after repeatedly adding jitter")
+
+    monkeypatch.setattr(gx.SparseGPRegressor, "_train", collapse)
+    with pytest.raises(FitError, match="n_inducing") as caught:
+        gx.SparseGPRegressor(n_inducing=4, n_epochs=1).fit(X, y)
+    assert "Matrix not positive definite" not in str(caught.value)
+    assert isinstance(caught.value.__cause__, NotPSDError)
+
+
+def test_gpx_failed_starts_carry_no_torch_text(monkeypatch):
+    from gpexplain.models import gpx_regressor
+
+    def singular(*args, **kwargs):
+        raise NotPSDError("Matrix not positive definite after repeatedly adding jitter up to 1e-06")
+
+    monkeypatch.setattr(gpx_regressor, "run_lbfgs", singular)
+    with pytest.raises(FitError) as caught:
+        gx.GPXRegressor(n_restarts=1).fit(X, y)
+    message = str(caught.value)
+    assert "failed from every starting point" in message and "n_restarts" in message
+    assert "Matrix not positive definite" not in message
+
+
+def test_lengthscales_whose_powers_overflow_are_refused():
+    # RBF(1e-300): gradients were inf * 0 = NaN, refused as "a bug in gpexplain".
+    with pytest.raises(ValueError, match="lengthscale must be at least 1e-150"):
+        gx.kernels.RBF([1e-300, 1.0])
+    # A GPyTorch kernel with such a lengthscale gives NaN kernel values; the Cholesky solve
+    # failed with "array must not contain infs or NaNs".
+    import torch
+
+    base = gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=2).double()
+    base.lengthscale = torch.tensor([1e-300, 1.0], dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"(?s)kernel .* gives non-finite values on X"):
+        gx.ExactPosterior(X, y, base, noise=0.1)
