@@ -8,6 +8,7 @@ from gpexplain.kernels import measures
 from gpexplain.models import (
     AdditiveGPRegressor,
     FitError,
+    GPClassifier,
     GPRegressor,
     GPXRegressor,
     RandomFeatureGPRegressor,
@@ -27,6 +28,7 @@ __all__ = [
     "Attribution",
     "ExactPosterior",
     "FitError",
+    "GPClassifier",
     "GPRegressor",
     "GPXRegressor",
     "GlobalShapleyValues",
