@@ -80,6 +80,8 @@ def test_binary_text_target_gets_per_class_outputs(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["task"] == "classification" and summary["classes"] == ["benign", "malignant"]
     assert summary["link"] == "logit" and "r2" not in summary["holdout"]
+    assert set(summary["hyperparameters"]) == {"malignant"}
+    assert set(summary["hyperparameters"]["malignant"]["lengthscales"]) == {"a", "b", "c"}
     holdout = summary["holdout"]
     assert 0.8 <= holdout["accuracy"] <= 1 and holdout["log_loss"] > 0
     assert 0 <= holdout["brier_score"] <= 2

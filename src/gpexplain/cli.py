@@ -426,9 +426,11 @@ def _write_classification(
         "explained_classes": list(labels.values()),
         "explained_output": _cli_classification.describe_output(model),
         "hyperparameters": {
-            str(labels[label]): _cli_models.hyperparameters(
-                SimpleNamespace(kernel_=kernel, mean_=posterior.mean), names
-            )
+            str(labels[label]): {  # units stated once below: the latent is not in units of y
+                key: value for key, value in _cli_models.hyperparameters(
+                    SimpleNamespace(kernel_=kernel, mean_=posterior.mean), names
+                ).items() if key != "units"
+            }
             for label, kernel, posterior in zip(
                 attributions, model.kernels_, posteriors, strict=True
             )

@@ -148,7 +148,7 @@ def test_binary_latent_is_log_odds_of_second_class_and_explainable():
     )
 
 
-def test_same_seed_same_fit_and_progress_reported():
+def test_same_seed_same_fit_and_progress_reported(capsys):
     X, y = _blobs(3)
     calls = []
     first = gx.GPClassifier(n_inducing=6, max_iter=15, n_restarts=1).fit(
@@ -158,6 +158,10 @@ def test_same_seed_same_fit_and_progress_reported():
     assert np.array_equal(first.predict_proba(X), second.predict_proba(X))
     assert first.elbo_ == second.elbo_ and len(first.restarts_) == 2
     assert calls and all(0 < step <= total for step, total in calls)
+    steps = [step for step, _ in calls]
+    assert steps == sorted(steps)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""  # nothing displayed by the estimator
 
 
 def test_optimizer_none_keeps_the_given_kernel():
