@@ -45,6 +45,14 @@ def test_expected_logistic_matches_mpmath(mean, std):
     assert abs(value - _mp_gaussian_expectation(_mp_logistic, mean, std)) < 1e-13
 
 
+def test_expected_logistic_of_very_wide_latents_in_bounded_blocks():
+    mean, std = np.array([0.3, -2.0, 40.0]), np.array([3e3, 1.0, 1e4])
+    values = _expected_logistic(mean, std)
+    for i in range(3):
+        reference = _mp_gaussian_expectation(_mp_logistic, mean[i], std[i])
+        assert abs(values[i] - reference) < 1e-13
+
+
 def test_probit_response_matches_mpmath():
     mean, var = np.array([[-2.0, 0.3, 4.0]]), np.array([[0.1, 2.0, 9.0]])
     probabilities = _expected_response("probit", mean, var)

@@ -65,6 +65,7 @@ ELL_NODES = 32  # Gauss-Hermite nodes of the binary expected log likelihood
 _SOFTMAX_NODES = {2: 32, 3: 16}  # tensor Gauss-Hermite nodes per latent
 _SOFTMAX_QMC_POINTS = 1024  # a power of two keeps the Sobol points balanced
 _CHUNK_ROWS = 256
+_MAX_EVALUATIONS = 4_000_000  # bounds the memory of one quadrature block (32 MB)
 
 
 def _hermite_rule(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +132,12 @@ def _expected_logistic(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     half = int(np.ceil(9.5 / step))
     nodes = step * np.arange(-half, half + 1)
     weights = step * np.exp(-0.5 * nodes**2) / np.sqrt(2.0 * np.pi)
-    return expit(mean[:, None] + std[:, None] * nodes) @ weights
+    # A very wide latent needs many nodes: rows in blocks of at most ~4e6 evaluations.
+    block = max(1, _MAX_EVALUATIONS // nodes.size)
+    return np.concatenate([
+        expit(mean[start:start + block, None] + std[start:start + block, None] * nodes) @ weights
+        for start in range(0, mean.shape[0], block)
+    ])
 
 
 def _expected_response(link: str, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
