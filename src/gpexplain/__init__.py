@@ -9,6 +9,7 @@ from gpexplain.kernels import measures
 from gpexplain.models import (
     AdditiveGPRegressor,
     FitError,
+    GPClassifier,
     GPRegressor,
     GPXRegressor,
     RandomFeatureGPRegressor,
@@ -33,6 +34,7 @@ __all__ = [
     "CategoricalPipeline",
     "ExactPosterior",
     "FitError",
+    "GPClassifier",
     "GPRegressor",
     "GPXRegressor",
     "GlobalShapleyValues",

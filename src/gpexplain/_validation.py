@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "as_class_labels",
     "as_feature_matrix",
     "as_target",
     "check_feature_count",
@@ -132,6 +133,17 @@ def as_feature_matrix(
     return values, names
 
 
+def _as_column(y, name: str) -> np.ndarray:
+    """``y`` (NumPy, pandas, torch; 1-D or one column) as a 1-D array, or a ValueError."""
+    values = to_numpy(y.to_numpy() if isinstance(y, pd.Series | pd.DataFrame) else y)
+    values = np.asarray(values)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be 1-D with one value per row, got shape {values.shape}.")
+    return values
+
+
 def as_target(y, n_rows: int, name: str = "y") -> np.ndarray:
     """Validate a regression target: finite, numeric, one value per row of ``X``.
 
@@ -146,12 +158,7 @@ def as_target(y, n_rows: int, name: str = "y") -> np.ndarray:
     TypeError
         Non-numeric values.
     """
-    values = to_numpy(y.to_numpy() if isinstance(y, pd.Series | pd.DataFrame) else y)
-    values = np.asarray(values)
-    if values.ndim == 2 and values.shape[1] == 1:
-        values = values[:, 0]
-    if values.ndim != 1:
-        raise ValueError(f"{name} must be 1-D with one value per row, got shape {values.shape}.")
+    values = _as_column(y, name)
     if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
         raise TypeError(f"{name} must be numeric, got dtype {values.dtype}.")
     values = values.astype(np.float64, copy=True)
@@ -165,6 +172,47 @@ def as_target(y, n_rows: int, name: str = "y") -> np.ndarray:
         )
     return values
 
+
+
+def as_class_labels(y, n_rows: int, name: str = "y") -> np.ndarray:
+    """Validate a classification target: one label per row, none missing, discrete.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_rows,), the dtype given (text, integers, booleans)
+
+    Raises
+    ------
+    ValueError
+        Wrong shape or length, a missing/non-finite label (row named), or non-integer
+        numbers (a continuous target).
+    TypeError
+        Labels of mixed types that cannot be ordered.
+    """
+    values = _as_column(y, name)
+    if values.shape[0] != n_rows:
+        raise ValueError(f"{name} has {values.shape[0]} labels but X has {n_rows} rows.")
+    missing = np.flatnonzero(pd.isna(values))
+    if np.issubdtype(values.dtype, np.floating):
+        missing = np.flatnonzero(~np.isfinite(values))
+        if missing.size == 0 and not np.all(values == np.round(values)):
+            raise ValueError(
+                f"{name} has non-integer numbers, a continuous target; a classifier needs class "
+                "labels (text, integers or booleans); use a regressor for a continuous target."
+            )
+    if missing.size:
+        raise ValueError(
+            f"{name} has a missing or non-finite label at row {int(missing[0])} "
+            f"({missing.size} in all); drop or label those rows."
+        )
+    try:
+        np.unique(values)
+    except TypeError:
+        raise TypeError(
+            f"{name} mixes label types that cannot be ordered (e.g. text and numbers); give "
+            "every label the same type."
+        ) from None
+    return values
 
 def check_feature_count(X: np.ndarray, n_features: int, name: str = "X") -> None:
     """Raise a ValueError when ``X`` does not have the ``n_features`` columns the model expects."""

@@ -37,9 +37,9 @@ from rich.progress import (
 from rich.table import Table
 
 import gpexplain
-from gpexplain import _cli_models, _cli_saved
+from gpexplain import _cli_classification, _cli_models, _cli_saved
 from gpexplain._cli_models import Choice, check_choice, finite_or_none
-from gpexplain._validation import as_feature_matrix, as_target
+from gpexplain._validation import as_class_labels, as_feature_matrix, as_target
 from gpexplain.datasets import list_datasets, load_dataset, read_table
 from gpexplain.encoding import CategoricalEncoder, is_categorical
 from gpexplain.models import FitError, GPRegressor
@@ -274,9 +274,12 @@ def handle_missing(frame: pd.DataFrame, missing: str) -> tuple[pd.DataFrame, lis
 
 
 def _split_target(
-    frame: pd.DataFrame, target: str, categorical: bool = False
+    frame: pd.DataFrame, target: str, task: str = "regression", categorical: bool = False
 ) -> tuple[pd.DataFrame, pd.Series]:
     """Separate and validate features and target; ValueError/TypeError on bad input.
+
+    ``task`` (``--task``): a classification target keeps its labels (any dtype); a
+    regression target must be numeric and is returned as float64.
 
     ``categorical``: text columns are accepted (and checked when they are one-hot encoded).
     """
@@ -293,10 +296,13 @@ def _split_target(
     if numeric:
         as_feature_matrix(X[numeric], "X")  # names the row and column of a NaN/inf
     y = frame[target]
+    if _cli_classification.guess_task(y, task) == "classification":
+        as_class_labels(y, len(frame), name=f"target column {target!r}")
+        return X, y
     if not (pd.api.types.is_numeric_dtype(y) or pd.api.types.is_bool_dtype(y)):
         raise TypeError(
             f"target column {target!r} is not numeric (e.g. {y.dropna().iloc[0]!r}); "
-            "gpexplain explains regression targets"
+            "a regression needs numbers (--task classification fits a classifier)"
         )
     as_target(y, len(frame), name=f"target column {target!r}")
     return X, y.astype(np.float64)
@@ -315,8 +321,13 @@ def _show_warnings(caught, console: Console) -> None:
 
 
 # -- the pipeline --------------------------------------------------------------------------
-def _fit(choice: Choice, X: pd.DataFrame, y: pd.Series, callback):
+def _fit(choice: Choice, X: pd.DataFrame, y: pd.Series, callback, task: str = "regression"):
     """Build and fit the chosen estimator, reporting progress through ``callback``."""
+    if task == "classification":
+        model = _cli_classification.build_classifier(
+            choice.kernel, choice.n_inducing, len(X), choice.seed
+        )
+        return model.fit(X, y, callback=callback)
     # GPRegressor is looked up here, at call time, so tests can substitute a cheaper one.
     model = _cli_models.build_model(choice, len(X), exact_estimator=GPRegressor)
     return model.fit(X, y, callback=callback)
@@ -336,6 +347,7 @@ def _run(
     missing: str = "error",
     drop: str | None = None,
     report: bool = False,
+    task: str = "regression",
 ) -> None:
     """Fit (or take ``saved_model``), explain, write the output files and print a summary."""
     stdout, stderr = Console(), Console(stderr=True)
@@ -348,9 +360,12 @@ def _run(
             raise ValueError(f"--drop removes the target column {target!r}")
         frame, dropped = handle_missing(frame, missing)
         if saved_model is None:
-            X, y = _split_target(frame, target, categorical=True)
+            X, y = _split_target(frame, target, task, categorical=True)
+            task = _cli_classification.guess_task(y, task)
+            if task == "classification":
+                _cli_classification.check_choice(choice)
         else:  # --model-from: the saved features, by name; no target needed
-            X = _cli_saved.saved_features(frame, saved_model, target)
+            X, task = _cli_saved.saved_features(frame, saved_model, target), "regression"
         # Text columns are one-hot encoded; the model sees X_model, the user X. A saved model's
         # features are its (already encoded) columns, so there the encoder is the identity.
         encoder = CategoricalEncoder().fit(X)
@@ -379,6 +394,9 @@ def _run(
 
     timings: dict[str, float | None] = {}
     holdout_summary: dict = {"r2": None, "test_fraction": HOLDOUT_FRACTION, "seed": choice.seed}
+    if task == "classification":
+        holdout_summary = {"accuracy": None, "log_loss": None, "brier_score": None,
+                           "test_fraction": HOLDOUT_FRACTION, "seed": choice.seed}
     columns = [
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
         TaskProgressColumn(), TimeElapsedColumn(),
@@ -391,17 +409,18 @@ def _run(
         # Jitter notices while the optimiser explores: internal to fitting, not about the data.
         warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
         if saved_model is None:
-            task = progress.add_task(
-                f"Fitting {choice.model} GP ({choice.kernel_label}, {len(X)} rows)", total=None
+            kind = "GP classifier" if task == "classification" else f"{choice.model} GP"
+            bar = progress.add_task(
+                f"Fitting {kind} ({choice.kernel_label}, {len(X)} rows)", total=None
             )
             start = time.perf_counter()
             try:
-                model = _fit(choice, X_model, y, _advance(progress, task))
+                model = _fit(choice, X_model, y, _advance(progress, bar), task)
             except (ValueError, TypeError, FitError) as error:
                 progress.stop()
                 _fail(str(error))
             timings["fit"] = time.perf_counter() - start
-            progress.update(task, completed=1, total=1)
+            progress.update(bar, completed=1, total=1)
             if save_model is not None:
                 try:
                     _cli_saved.save_model(model, choice, target, save_model)
@@ -412,32 +431,48 @@ def _run(
             model, timings["fit"] = saved_model, None
             holdout, holdout_summary["skipped"] = False, "model loaded with --model-from"
 
-        task = progress.add_task(f"Explaining {len(positions)} row(s)", total=None)
+        bar = progress.add_task(f"Explaining {len(positions)} row(s)", total=None)
         start = time.perf_counter()
         try:
-            encoded_attr, extras = _cli_models.explain(
-                choice, model, X_model.iloc[positions], baseline_value
-            )
-            attr = encoder.group(encoded_attr, X.iloc[positions])
+            if task == "classification":  # one Attribution per explained class
+                attr = {
+                    label: encoder.group(encoded, X.iloc[positions])
+                    for label, encoded in _cli_classification.explain_by_class(
+                        model, X_model.iloc[positions], baseline_value
+                    ).items()
+                }
+                extras = {}
+            else:
+                encoded_attr, extras = _cli_models.explain(
+                    choice, model, X_model.iloc[positions], baseline_value
+                )
+                attr = encoder.group(encoded_attr, X.iloc[positions])
         except (ValueError, TypeError) as error:
             progress.stop()
             _fail(str(error))
         timings["explain"] = time.perf_counter() - start
-        progress.update(task, completed=1, total=1)
+        progress.update(bar, completed=1, total=1)
 
         timings["holdout"] = None
         if holdout:
-            task = progress.add_task("Held-out R^2 (80/20 split)", total=None)
+            what = "scores" if task == "classification" else "R^2"
+            bar = progress.add_task(f"Held-out {what} (80/20 split)", total=None)
             start = time.perf_counter()
-            holdout_summary.update(_holdout(X_model, y, choice, _advance(progress, task)))
+            holdout_summary.update(_holdout(X_model, y, choice, _advance(progress, bar), task))
             timings["holdout"] = time.perf_counter() - start
-            progress.update(task, completed=1, total=1)
+            progress.update(bar, completed=1, total=1)
         elif "skipped" not in holdout_summary:
             holdout_summary["skipped"] = "disabled with --no-holdout"
     _show_warnings(caught, stderr)
 
     row_labels = [int(r) if isinstance(r, int | np.integer) else str(r) for r in X.index]
     explained = [row_labels[p] for p in positions]
+    if task == "classification":
+        _write_classification(
+            model, attr, X, data_label, frame.shape, target, choice, rows, explained,
+            baseline_label, holdout_summary, timings, out, stdout,
+        )
+        return
     written = ["attributions.csv", "summary.json", "attributions.png", "importance.png"]
     if save_model is not None and saved_model is None:
         written.append(f"the fitted model (in {save_model})")
@@ -484,9 +519,95 @@ def _run(
 
 def _write_table(attr, explained: list, path: Path, value_name: str = "attribution") -> None:
     """``Attribution.to_frame`` with the data-row label of each explained point first."""
+    _attribution_table(attr, explained, value_name).to_csv(path, index=False)
+
+
+def _attribution_table(attr, explained: list, value_name: str = "attribution") -> pd.DataFrame:
     table = attr.to_frame(INTERVAL_LEVEL).rename(columns={"attribution": value_name})
     table.insert(0, "row", np.asarray(explained, dtype=object)[table["point"].to_numpy()])
-    table.to_csv(path, index=False)
+    return table
+
+
+def _write_classification(
+    model, attributions: dict, X, data_label, shape, target, choice, rows_spec, explained,
+    baseline_label, holdout_summary, timings, out: Path, stdout: Console,
+) -> None:
+    """Outputs of the classification mode: ``attributions.csv`` with a ``class`` column,
+    ``summary.json`` with held-out accuracy, log loss and Brier score instead of R^2, and
+    ``attributions_<class>.png`` / ``importance_<class>.png`` per explained class."""
+    from types import SimpleNamespace
+
+    names = list(X.columns)
+    labels = {label: _cli_classification.json_label(label) for label in attributions}
+    tables = []
+    for label, attr in attributions.items():
+        table = _attribution_table(attr, explained)
+        table.insert(1, "class", labels[label])
+        tables.append(table)
+    pd.concat(tables, ignore_index=True).to_csv(out / "attributions.csv", index=False)
+
+    first = next(iter(attributions.values()))
+    summary = _summary(
+        model, first, {}, X, data_label, shape, target, choice, rows_spec, explained,
+        baseline_label, holdout_summary, timings,
+    )
+    posteriors = model.posteriors_ if model.link_ == "softmax" else [model.posterior_]
+    summary.update({
+        "task": "classification",
+        "model": "sparse variational GP classifier",
+        "classes": [_cli_classification.json_label(label) for label in model.classes_],
+        "link": model.link_,
+        "explained_classes": list(labels.values()),
+        "explained_output": _cli_classification.describe_output(model),
+        "hyperparameters": {
+            str(labels[label]): {  # units stated once below: the latent is not in units of y
+                key: value for key, value in _cli_models.hyperparameters(
+                    SimpleNamespace(kernel_=kernel, mean_=posterior.mean), names
+                ).items() if key != "units"
+            }
+            for label, kernel, posterior in zip(
+                attributions, model.kernels_, posteriors, strict=True
+            )
+        },
+        "hyperparameter_units": "lengthscales in units of X; variance and mean in (squared) "
+        "latent units",
+        "elbo": finite_or_none(model.elbo_),
+        "completeness_gap": {
+            str(labels[label]): {key: attr.completeness_gap()[key] for key in ("mean", "variance")}
+            for label, attr in attributions.items()
+        },
+    })
+    if summary["baseline"] is not None:
+        summary["baseline"]["prediction"] = {
+            str(labels[label]): float(attr.baseline_prediction)
+            for label, attr in attributions.items()
+        }
+    with open(out / "summary.json", "w", encoding="utf-8") as handle:
+        json.dump(summary, handle, indent=2, allow_nan=False)
+        handle.write("\n")
+
+    written = ["attributions.csv", "summary.json"]
+    shown = min(4, first.n_points)
+    for label, attr in attributions.items():
+        suffix = _cli_classification.file_label(label)
+        figure = plot_attributions(
+            attr, max_points=shown, point_labels=[f"row {r}" for r in explained[:shown]]
+        )
+        figure.suptitle(f"class {labels[label]}: {summary['explained_output']}", fontsize=9)
+        figure.savefig(out / f"attributions_{suffix}.png", dpi=120)
+        plot_global_importance(attr).savefig(out / f"importance_{suffix}.png", dpi=120)
+        written += [f"attributions_{suffix}.png", f"importance_{suffix}.png"]
+        stdout.print(f"Class {labels[label]}", markup=False, highlight=False)
+        stdout.print(_top_features_table(attr, explained[0]))
+    if holdout_summary.get("accuracy") is not None:
+        stdout.print(
+            f"Held-out (seeded {HOLDOUT_FRACTION:.0%} split): accuracy "
+            f"{holdout_summary['accuracy']:.3f}, log loss {holdout_summary['log_loss']:.3f}, "
+            f"Brier score {holdout_summary['brier_score']:.3f}"
+        )
+    stdout.print(
+        f"Wrote {', '.join(written)} to {out}", markup=False, highlight=False, soft_wrap=True
+    )
 
 
 def _advance(progress: Progress, task):
@@ -498,21 +619,32 @@ def _advance(progress: Progress, task):
     return advance
 
 
-def _holdout(X: pd.DataFrame, y: pd.Series, choice: Choice, callback) -> dict:
-    """R^2 on a seeded 20% split of a second model fitted on the other 80%."""
+def _holdout(X: pd.DataFrame, y: pd.Series, choice: Choice, callback, task="regression") -> dict:
+    """R^2 (classification: accuracy, log loss, Brier score) on a seeded 20% split of a
+    second model fitted on the other 80% (stratified by class where every class has 2 rows).
+    """
     from sklearn.model_selection import train_test_split
 
+    stratify = None
+    if task == "classification" and y.value_counts().min() >= 2:
+        stratify = y
     X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=HOLDOUT_FRACTION, random_state=choice.seed
+        X, y, test_size=HOLDOUT_FRACTION, random_state=choice.seed, stratify=stratify
     )
     result = {"n_train": len(X_train), "n_test": len(X_test)}
     if len(X_test) < 2 or len(X_train) < 2:
         result["skipped"] = "too few rows for a 80/20 split with 2 or more rows on each side"
         return result
     try:
-        model = _fit(choice, X_train, y_train, callback)
+        model = _fit(choice, X_train, y_train, callback, task)
     except (ValueError, FitError) as error:  # e.g. every column constant in the split
         result["skipped"] = " ".join(str(error).split())
+        return result
+    if task == "classification":
+        if not set(y_test) <= set(model.classes_):
+            result["skipped"] = "a class of the held-out rows is missing from the training rows"
+            return result
+        result.update(_cli_classification.holdout_metrics(model, X_test, y_test))
         return result
     result["r2"] = finite_or_none(model.score(X_test, y_test))
     return result
@@ -646,6 +778,14 @@ InducingOption = Annotated[
     ),
 ]
 SeedOption = Annotated[int, typer.Option(help="Seed of the optimiser restarts and the split.")]
+TaskOption = Annotated[
+    str,
+    typer.Option(
+        help="auto (a text, boolean or 0..k-1 / 1..k integer-coded target with at most "
+        f"{_cli_classification.MAX_CODED_CLASSES} classes is classified), classification "
+        "(GP classifier, attributions per class) or regression."
+    ),
+]
 HoldoutOption = Annotated[
     bool, typer.Option(help="Also report R^2 on a seeded 20% held-out split (fits twice).")
 ]
@@ -697,6 +837,7 @@ def explain(
     report: Annotated[
         bool, typer.Option("--report", help="Also write report.html (see gpexplain report).")
     ] = False,
+    task: TaskOption = "auto",
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
     saved_model = None
@@ -717,7 +858,7 @@ def explain(
         _fail(str(error))
     frame = _load_frame(data, header, names)
     _run(frame, str(data), target, rows, baseline, choice, out, holdout, save_model, saved_model,
-         missing, drop, report)
+         missing, drop, report, task)
 
 
 @app.command()

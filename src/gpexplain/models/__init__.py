@@ -2,6 +2,7 @@
 
 from gpexplain.models._fitting import FitError
 from gpexplain.models.additive_gp_regressor import AdditiveGPRegressor
+from gpexplain.models.gp_classifier import GPClassifier
 from gpexplain.models.gp_regressor import GPRegressor
 from gpexplain.models.gpx_regressor import GPXRegressor
 from gpexplain.models.random_feature_gp_regressor import RandomFeatureGPRegressor
@@ -10,6 +11,7 @@ from gpexplain.models.sparse_gp_regressor import SparseGPRegressor
 __all__ = [
     "AdditiveGPRegressor",
     "FitError",
+    "GPClassifier",
     "GPRegressor",
     "GPXRegressor",
     "RandomFeatureGPRegressor",

@@ -25,6 +25,7 @@ __all__ = [
     "ExactGPModel",
     "gaussian_likelihood",
     "maximise_exact_marginal_likelihood",
+    "minimise_keeping_best",
     "run_lbfgs",
 ]
 
@@ -131,29 +132,47 @@ def maximise_exact_marginal_likelihood(
     model.train()
     likelihood.train()
     objective = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+    stopped_early = minimise_keeping_best(
+        model, lambda: -objective(model(X_t), y_t), max_iter, callback, start_index, n_starts
+    )
+    if stopped_early is None:
+        return None
+    return model, likelihood, stopped_early
+
+
+def minimise_keeping_best(module, loss, max_iter, callback, start_index, n_starts):
+    """``run_lbfgs`` over ``module``'s trainable parameters, keeping the best point on failure.
+
+    ``callback(step, total)`` reports progress over ``n_starts * max_iter`` steps, this being
+    start ``start_index``.
+
+    Returns
+    -------
+    stopped_early : bool, or None when the optimiser failed before any evaluation.
+        True: the optimiser raised (e.g. a matrix not positive definite in a line search)
+        and ``module`` holds the best point it had evaluated.
+    """
     evaluations = [0]
     best = {"loss": np.inf}
 
-    def on_evaluation(loss):
+    def on_evaluation(value):
         evaluations[0] += 1
-        if float(loss.detach()) < best["loss"]:  # the point the loss was evaluated at
-            best["loss"] = float(loss.detach())
-            best["state"] = copy.deepcopy(model.state_dict())
+        if float(value.detach()) < best["loss"]:  # the point the loss was evaluated at
+            best["loss"] = float(value.detach())
+            best["state"] = copy.deepcopy(module.state_dict())
         if callback is not None:
             step = start_index * max_iter + min(evaluations[0], max_iter)
             callback(step, n_starts * max_iter)
 
-    stopped_early = False
+    parameters = [parameter for parameter in module.parameters() if parameter.requires_grad]
     try:
-        run_lbfgs(
-            model.parameters(), lambda: -objective(model(X_t), y_t), max_iter, on_evaluation
-        )
+        run_lbfgs(parameters, loss, max_iter, on_evaluation)
     except (RuntimeError, ValueError):  # e.g. NotPSDError in a line search
         if "state" not in best:
             return None
-        model.load_state_dict(best["state"])
-        stopped_early = True
-    return model, likelihood, stopped_early
+        module.load_state_dict(best["state"])
+        return True
+    return False
 
 
 def best_of_starts(starts, optimise, log_marginal_likelihood, failure_hint: str):

@@ -28,7 +28,6 @@ from linear_operator.utils.errors import NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 from scipy.linalg import cho_solve, solve_triangular
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.cluster import KMeans
 
 from gpexplain.kernels import RBF
 from gpexplain.models._base import PosteriorEstimator
@@ -48,13 +47,13 @@ from gpexplain.models._params import (
     Variance,
 )
 from gpexplain.models._standardisation import FeatureScaling, constant_columns, target_scaling
+from gpexplain.models._svgp import INDUCING_INITS, SVGPModel, initial_inducing_points
 from gpexplain.posterior.exact import cholesky_with_jitter
 from gpexplain.posterior.variational import VariationalPosterior
 
 __all__ = ["SparseGPRegressor"]
 
 OPTIMIZERS = ("adam", None)
-INDUCING_INITS = ("kmeans", "random")
 
 
 class SparseGPRegressor(
@@ -192,7 +191,7 @@ class SparseGPRegressor(
         y_mean, y_scale = target_scaling(y)
         Xs, ys = scaling.features(X), (y - y_mean) / y_scale
         rng = np.random.default_rng(self.random_state)
-        Z = self._initial_inducing_points(Xs, rng)
+        Z = initial_inducing_points(Xs, self.n_inducing, self.inducing_init, rng)
 
         X_t = torch.as_tensor(Xs, dtype=torch.float64)
         y_t = torch.as_tensor(ys, dtype=torch.float64)
@@ -263,27 +262,17 @@ class SparseGPRegressor(
             feature_names=names,
         )
 
-    def _initial_inducing_points(self, Xs: np.ndarray, rng) -> np.ndarray:
-        """Initial Z in standardised units, (n_inducing, n_active)."""
-        distinct = np.unique(Xs, axis=0)
-        if self.inducing_init == "kmeans":
-            n_clusters = min(self.n_inducing, distinct.shape[0])
-            seed = int(rng.integers(2**31 - 1))
-            centres = KMeans(n_clusters, n_init=1, random_state=seed).fit(Xs).cluster_centers_
-        else:
-            size = min(self.n_inducing, distinct.shape[0])
-            centres = distinct[rng.choice(distinct.shape[0], size=size, replace=False)]
-        if centres.shape[0] < self.n_inducing:
-            # Fewer distinct rows than inducing points: the rest are distinct rows nudged
-            # apart so that Kzz stays positive definite.
-            extra = distinct[rng.choice(distinct.shape[0], self.n_inducing - centres.shape[0])]
-            centres = np.vstack([centres, extra + 1e-3 * rng.normal(size=extra.shape)])
-        return centres
-
     def _build(self, Z: np.ndarray, ard: bool, scaling: FeatureScaling, y_scale: float):
         """The GPyTorch SVGP and likelihood, float64, at their initial values."""
         likelihood = gaussian_likelihood()
-        model = _SVGPModel(torch.as_tensor(Z, dtype=torch.float64), Z.shape[1] if ard else 1)
+        ard_dims = Z.shape[1] if ard else 1
+        covar_module = gpytorch.kernels.ScaleKernel(
+            gpytorch.kernels.RBFKernel(
+                ard_num_dims=ard_dims if ard_dims > 1 else None,
+                lengthscale_constraint=gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND),
+            )
+        )
+        model = SVGPModel(torch.as_tensor(Z, dtype=torch.float64), covar_module)
         model = model.double()
         lengthscale, outputscale = np.ones(Z.shape[1] if ard else 1), 1.0
         if isinstance(self.kernel, RBF):
@@ -364,28 +353,3 @@ def _set_optimal_variational(model, likelihood, X_t, y_t) -> float:
         likelihood.train()
         objective = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=X_t.shape[0])
         return float(objective(model(X_t), y_t))
-
-
-class _SVGPModel(gpytorch.models.ApproximateGP):
-    """Whitened SVGP: constant mean, scaled RBF kernel, learned inducing locations."""
-
-    def __init__(self, inducing_points: torch.Tensor, ard_dims: int):
-        distribution = gpytorch.variational.CholeskyVariationalDistribution(
-            inducing_points.shape[0]
-        )
-        strategy = gpytorch.variational.VariationalStrategy(
-            self, inducing_points, distribution, learn_inducing_locations=True
-        )
-        super().__init__(strategy)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = gpytorch.kernels.ScaleKernel(
-            gpytorch.kernels.RBFKernel(
-                ard_num_dims=ard_dims if ard_dims > 1 else None,
-                lengthscale_constraint=gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND),
-            )
-        )
-
-    def forward(self, x):
-        return gpytorch.distributions.MultivariateNormal(
-            self.mean_module(x), self.covar_module(x)
-        )

@@ -1,0 +1,146 @@
+"""The command line's classification mode: task guess, per-class attributions, held-out
+accuracy, log loss and Brier score."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import brier_score_loss, log_loss
+from typer.testing import CliRunner
+
+import gpexplain as gx
+import gpexplain.models.gp_classifier as gp_classifier
+from gpexplain._cli_classification import guess_task, holdout_metrics
+from gpexplain.cli import app
+
+runner = CliRunner()
+FAST = ["--model", "sparse", "--n-inducing", "8", "--rows", "0:3"]
+MAX_ITER = 30
+
+
+@pytest.fixture(autouse=True)
+def short_fits(monkeypatch):
+    """At most 30 L-BFGS iterations: fit quality is not the subject of these tests (the
+    command line itself is unchanged)."""
+    monkeypatch.setattr(
+        gp_classifier, "GPClassifier", partial(gp_classifier.GPClassifier, max_iter=MAX_ITER)
+    )
+
+
+def _frame(labels, n_rows=40, seed=0):
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"a": rng.normal(size=n_rows), "b": rng.normal(size=n_rows),
+                          "c": rng.normal(size=n_rows)})
+    frame["y"] = labels(frame)
+    return frame
+
+
+def _run(tmp_path, frame, *options):
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["explain", str(data), "--target", "y", "--out", str(out), *map(str, options)]
+    )
+    return result, out
+
+
+@pytest.mark.parametrize(
+    ("values", "task"),
+    [
+        (["yes", "no"] * 5, "classification"),
+        ([True, False] * 5, "classification"),
+        ([0, 1, 2, 1, 0], "classification"),
+        ([1, 2, 3, 2], "classification"),
+        ([4, 5, 6, 7, 8], "regression"),  # wine-quality scores stay a regression target
+        ([0.5, 1.0, 2.0], "regression"),
+        (list(range(12)), "regression"),
+    ],
+)
+def test_task_guess(values, task):
+    assert guess_task(pd.Series(values), "auto") == task
+    other = "regression" if task == "classification" else "classification"
+    assert guess_task(pd.Series(values), other) == other
+
+
+def test_binary_text_target_gets_per_class_outputs(tmp_path):
+    frame = _frame(lambda f: np.where(f["a"] + 0.5 * f["b"] > 0, "malignant", "benign"))
+    result, out = _run(tmp_path, frame, *FAST)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    for name in ("attributions.csv", "summary.json", "attributions_malignant.png",
+                 "importance_malignant.png"):
+        assert (out / name).is_file(), name
+    table = pd.read_csv(out / "attributions.csv")
+    assert list(table.columns[:3]) == ["row", "class", "point"]
+    assert set(table["class"]) == {"malignant"}  # the log-odds of the second class
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["task"] == "classification" and summary["classes"] == ["benign", "malignant"]
+    assert summary["link"] == "logit" and "r2" not in summary["holdout"]
+    assert set(summary["hyperparameters"]) == {"malignant"}
+    assert set(summary["hyperparameters"]["malignant"]["lengthscales"]) == {"a", "b", "c"}
+    holdout = summary["holdout"]
+    assert 0.8 <= holdout["accuracy"] <= 1 and holdout["log_loss"] > 0
+    assert 0 <= holdout["brier_score"] <= 2
+    assert summary["completeness_gap"]["malignant"]["mean"] < 1e-8
+    # Attributions sum to the latent at the row minus the latent at the baseline.
+    per_row = table.groupby("point")["attribution"].sum()
+    features = frame[["a", "b", "c"]]
+    fitted = gx.GPClassifier(n_inducing=8, max_iter=MAX_ITER).fit(features, frame["y"])
+    latent = fitted.decision_function(features.iloc[:3])
+    expected = latent - summary["baseline"]["prediction"]["malignant"]
+    np.testing.assert_allclose(per_row.to_numpy(), expected, atol=1e-6)
+
+
+def test_integer_coded_classes_and_task_override(tmp_path):
+    frame = _frame(lambda f: np.digitize(f["a"], [-0.5, 0.5]))
+    result, out = _run(tmp_path, frame, *FAST, "--no-holdout")
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    table = pd.read_csv(out / "attributions.csv")
+    assert sorted(set(table["class"])) == [0, 1, 2]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["link"] == "softmax" and set(summary["hyperparameters"]) == {"0", "1", "2"}
+    assert summary["holdout"]["accuracy"] is None
+    for name in ("attributions_2.png", "importance_0.png"):
+        assert (out / name).is_file()
+
+    result, out = _run(tmp_path, frame, *FAST, "--no-holdout", "--task", "regression")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert "task" not in summary and "r2" in summary["holdout"]
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        (["--model", "gpx"], "--model gpx is a regression model"),
+        (["--task", "ordinal"], "unknown --task 'ordinal'"),
+    ],
+)
+def test_bad_classification_options_exit_2(tmp_path, options, fragment):
+    frame = _frame(lambda f: np.where(f["a"] > 0, "x", "z"))
+    result, _ = _run(tmp_path, frame, *options)
+    assert result.exit_code == 2 and fragment in result.stderr, result.output
+
+
+def test_text_target_refused_for_regression(tmp_path):
+    frame = _frame(lambda f: np.where(f["a"] > 0, "x", "z"))
+    result, _ = _run(tmp_path, frame, "--task", "regression")
+    assert result.exit_code == 2 and "--task classification" in result.stderr
+
+
+def test_holdout_metrics_match_sklearn():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 2))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=40) > 0, "b", "a")
+    model = gx.GPClassifier(n_inducing=6, max_iter=20).fit(X[:30], y[:30])
+    metrics = holdout_metrics(model, X[30:], y[30:])
+    p = model.predict_proba(X[30:])
+    assert metrics["accuracy"] == pytest.approx(np.mean(model.predict(X[30:]) == y[30:]))
+    assert metrics["log_loss"] == pytest.approx(log_loss(y[30:], p), rel=1e-12)
+    binary = brier_score_loss(y[30:] == "b", p[:, 1])
+    assert metrics["brier_score_binary"] == pytest.approx(binary, rel=1e-12)
+    assert metrics["brier_score"] == pytest.approx(2 * binary, rel=1e-12)
