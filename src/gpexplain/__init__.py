@@ -3,7 +3,8 @@
 from gpexplain import datasets, kernels, metrics, plot, poe
 from gpexplain.attribution import Attribution
 from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
-from gpexplain.global_attribution import GlobalShapleyValues
+from gpexplain.explain.sensitivity import global_sensitivity
+from gpexplain.global_attribution import GlobalSensitivity, GlobalShapleyValues
 from gpexplain.kernels import measures
 from gpexplain.models import (
     AdditiveGPRegressor,
@@ -29,6 +30,7 @@ __all__ = [
     "FitError",
     "GPRegressor",
     "GPXRegressor",
+    "GlobalSensitivity",
     "GlobalShapleyValues",
     "MixturePosterior",
     "RandomFeatureGPRegressor",
@@ -38,6 +40,7 @@ __all__ = [
     "datasets",
     "from_gpytorch",
     "from_sklearn",
+    "global_sensitivity",
     "global_shapley_values",
     "gradients",
     "integrated_gradients",

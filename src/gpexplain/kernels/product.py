@@ -17,8 +17,9 @@ recognises that structure and evaluates it:
 Several factors acting on the same feature multiply into that feature's ``k_j``.
 
 Per feature, the games of the Shapley values also need the kernel mean embedding under a
-one-dimensional measure p_j, ``mu_j(a) = E_{s ~ p_j} k_j(a, s)``, and its double integral
-``M_j = E_{s, s' ~ p_j} k_j(s, s')``: closed form for squared-exponential factors under
+one-dimensional measure p_j, ``mu_j(a) = E_{s ~ p_j} k_j(a, s)``, its double integral
+``M_j = E_{s, s' ~ p_j} k_j(s, s')`` and (for Sobol indices) the second moments
+``E_{s ~ p_j} k_j(s, a) k_j(s, b)``: closed form for squared-exponential factors under
 ``gx.measures.Gaussian`` (``mu = sqrt(L / (L + D)) exp(-(a - m)^2 / (2 (L + D)))``, ``M =
 sqrt(L / (L + 2 D))`` with ``L = l^2``, ``D = std^2``; a product of squared exponentials on one
 feature is one squared exponential with ``1 / L = sum 1 / L_f``), exact averages under
@@ -91,10 +92,15 @@ class ProductStructure:
     def matrices(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         """``K[a, b, j] = k_j(X1[a, j], X2[b, j])``, shape (n1, n2, n_features); 1 for ignored
         features. ``variance * K.prod(-1)`` is the kernel matrix."""
-        K = np.ones((X1.shape[0], X2.shape[0], self.n_features))
-        for j, factors in enumerate(self.factors):
-            for factor in factors:
-                K[:, :, j] *= factor(X1[:, j, None], X2[None, :, j])
+        return np.stack(
+            [self.feature_matrix(j, X1[:, j], X2[:, j]) for j in range(self.n_features)], axis=-1
+        )
+
+    def feature_matrix(self, j: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``k_j(a_s, b_t)`` for two 1-D arrays of values of feature j, shape (len(a), len(b))."""
+        K = np.ones((a.shape[0], b.shape[0]))
+        for factor in self.factors[j]:
+            K *= factor(a[:, None], b[None, :])
         return K
 
     def embedding(self, X: np.ndarray, measure) -> np.ndarray:
@@ -123,6 +129,26 @@ class ProductStructure:
         with np.errstate(divide="ignore", invalid="ignore"):
             M = np.sqrt(L / (L + 2.0 * measure.std**2))
         return np.where(np.isinf(L), 1.0, M)
+
+    def second_moment(self, X1: np.ndarray, X2: np.ndarray, measure) -> np.ndarray:
+        """``E2[a, b, j] = E_{s ~ p_j} k_j(s, X1[a, j]) k_j(s, X2[b, j])``, (n1, n2, n_features).
+
+        Gaussian measure (SE factors, ``L = l^2``, ``D = std^2``): the product of two squared
+        exponentials is one centred at the midpoint, so
+        ``E2 = exp(-(a - b)^2 / (4 L)) sqrt(L / (L + 2 D)) exp(-((a + b) / 2 - mean)^2 /
+        (L + 2 D))``. Empirical: the average over the atoms.
+        """
+        if isinstance(measure, Empirical):
+            left = self.matrices(measure.points, X1)
+            right = self.matrices(measure.points, X2)
+            return np.einsum("sad,sbd->abd", left, right) / measure.points.shape[0]
+        L = self._gaussian_squared_lengthscales(measure)
+        a, b = X1[:, None, :], X2[None, :, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            E2 = np.exp(-0.25 * (a - b) ** 2 / L) * np.sqrt(L / (L + 2.0 * measure.std**2)) * (
+                np.exp(-((0.5 * (a + b) - measure.mean) ** 2) / (L + 2.0 * measure.std**2))
+            )
+        return np.where(np.isinf(L), 1.0, E2)
 
     def _gaussian_squared_lengthscales(self, measure) -> np.ndarray:
         """Per feature, the squared lengthscale of the product of its SE factors (inf if none)."""
