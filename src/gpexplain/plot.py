@@ -289,7 +289,8 @@ def plot_global_sensitivity(result, ax: Axes | None = None) -> Figure:
 
     Bars are posterior expectations over the GP (``result.expected_*``, squared units of the
     target); the first-order bars carry +-1.96 posterior standard deviations
-    (``result.first_order_std``); dots mark the same quantities of the posterior mean.
+    (``result.first_order_std``, cut at zero); dots mark the same quantities of the
+    posterior mean.
     Features are sorted by expected Shapley effect, most important at the top.
 
     Parameters
@@ -322,9 +323,13 @@ def plot_global_sensitivity(result, ax: Axes | None = None) -> Figure:
         ("total", result.expected_total, result.total, "0.15", 0.27),
     )
     for label, expected, of_mean, colour, offset in rows:
-        error = 1.96 * result.first_order_std[order] if label == "first order" else None
+        error = None
+        if label == "first order":  # a variance is >= 0: the lower bar stops at zero
+            half = 1.96 * result.first_order_std[order]
+            error = np.stack([np.minimum(half, expected[order]), half])
         ax.barh(positions + offset, expected[order], height=0.27, color=colour, xerr=error,
-                error_kw={"elinewidth": 0.8, "capsize": 2}, label=f"{label} (posterior mean)")
+                error_kw={"elinewidth": 0.8, "capsize": 2},
+                label=f"{label} (posterior expectation)")
         ax.plot(of_mean[order], positions + offset, "o", color="black", markersize=2.5)
     _finish_variance_panel(
         ax, [names[i] for i in order],
