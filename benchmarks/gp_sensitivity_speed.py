@@ -63,7 +63,8 @@ def run_dataset(name, n_rows, seed, sample_sizes):
         "first_order_std": ours.first_order_std.tolist(),
     }, "salib": []}
     mean, std = X.mean(0), X.std(0)
-    problem = {"num_vars": X.shape[1], "names": names,
+    # SALib 1.5.1 calls pd.unique on the names, which pandas 3 refuses for a list.
+    problem = {"num_vars": X.shape[1], "names": np.asarray(names, dtype=object),
                "bounds": [[float(m), float(s)] for m, s in zip(mean, std, strict=True)],
                "dists": ["norm"] * X.shape[1]}
     for n in sample_sizes:
