@@ -201,6 +201,10 @@ class ProductShapleyScheme(Scheme):
         return (self.structure.variance / n_references**2) * prior
 
     def copies_per_point(self) -> int:
-        # The leave-one-out products hold (n_basis, n_features) slabs per quadrature node.
-        return 3 * len(self.nodes) + 3
+        # The cross term's leave-one-out products hold about three (n_basis, n_features) slabs
+        # per quadrature node; the prior term about six (n_references, m, m, n_features)
+        # arrays per point (one reference row at a time), counted here in the same slabs.
+        m, n_references = len(self.nodes), len(self.reference_cross)
+        prior = -(-6 * n_references * m * m // max(self.Z.shape[0], 1))
+        return max(3 * m + 3, prior)
 
