@@ -300,3 +300,26 @@ def test_bad_arguments_are_named(arguments, message):
 def test_measure_must_be_a_measure():
     with pytest.raises(TypeError, match="gx.measures.Gaussian"):
         gx.shapley_values(_posterior(KERNELS["rbf-ard"]()), XQ, measure="gaussian")
+
+
+def test_gpytorch_exact_gp_adapter_with_one_dimensional_factors():
+    import gpytorch
+
+    from tests.posterior.test_adapters import _ExactModel
+
+    factors = [gk.MaternKernel(nu=nu, active_dims=torch.tensor([j]))
+               for j, nu in enumerate([0.5, 1.5, 2.5])]
+    for factor, length in zip(factors, [0.7, 1.1, 1.6], strict=True):
+        factor.lengthscale = torch.tensor(length)
+    covariance = gk.ScaleKernel(gk.ProductKernel(*factors)).double()
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    likelihood.noise = torch.tensor(0.04, dtype=torch.float64)
+    mean = gpytorch.means.ConstantMean().double()
+    model = _ExactModel(torch.as_tensor(Z[:, :3]), torch.as_tensor(Y), likelihood, mean,
+                        covariance).double()
+    posterior = gx.from_gpytorch(model, likelihood)
+    attr = gx.shapley_values(posterior, XQ[:, :3], background=BACKGROUND[:4, :3])
+    for p, x in enumerate(XQ[:, :3]):
+        expected_mean, expected_cov = _reference(posterior, x, BACKGROUND[:4, :3])
+        _close(attr.mean[p], expected_mean, 1e-10)
+        _close(attr.cov[p], expected_cov, 1e-10)
