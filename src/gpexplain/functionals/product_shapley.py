@@ -179,7 +179,8 @@ class ProductShapleyScheme(Scheme):
         return scale * np.swapaxes(total, 1, 2)
 
     def prior(self, X):
-        t, s = self.nodes[:, None], self.nodes[None, :]  # u = t, w = s
+        # u = t on axis -3, w = s on axis -2 of the (P, R', m, m, d) arrays below.
+        tt, ss = self.nodes[:, None, None], self.nodes[None, :, None]
         node_weights = self.weights[:, None] * self.weights[None, :]
         query = self._query_references(X)  # (P, R, d)
         n_points, n_references, n_features = query.shape
@@ -188,7 +189,6 @@ class ProductShapleyScheme(Scheme):
             k_rr = self.reference_gram[r][None, :, None, None, :]  # (1, R', 1, 1, d)
             k_xr2 = query[:, :, None, None, :]  # k(x, r')
             k_rx = query[:, r][:, None, None, None, :]  # k(r, x)
-            tt, ss = t[..., None], s[..., None]
             g = (1 - tt) * (1 - ss) * k_rr + tt * (1 - ss) * k_xr2 + (1 - tt) * ss * k_rx + tt * ss
             du = (1 - ss) * (k_xr2 - k_rr) + ss * (1.0 - k_rx)
             dw = (1 - tt) * (k_rx - k_rr) + tt * (1.0 - k_xr2)
