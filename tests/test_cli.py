@@ -485,7 +485,7 @@ def test_gpx_model_writes_weights(tmp_path, small_csv):
     [
         (["--model", "forest"], ["unknown --model", "'forest'"]),
         (["--method", "lime"], ["unknown --method", "'lime'"]),
-        (["--method", "shapley"], ["--method shapley does not apply to --model exact"]),
+        (["--model", "sparse", "--method", "shapley"], ["does not apply to --model sparse"]),
         (["--model", "gpx", "--method", "ig"], ["does not apply to --model gpx"]),
         (["--model", "gpx", "--kernel", "matern32"], ["whose kernel is its own"]),
         (["--model", "sparse", "--kernel", "rq"], ["supports --kernel ard, isotropic"]),

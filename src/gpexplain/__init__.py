@@ -4,7 +4,8 @@ from gpexplain import datasets, kernels, metrics, plot, poe
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
-from gpexplain.global_attribution import GlobalShapleyValues
+from gpexplain.explain.sensitivity import global_sensitivity
+from gpexplain.global_attribution import GlobalSensitivity, GlobalShapleyValues
 from gpexplain.kernels import measures
 from gpexplain.models import (
     AdditiveGPRegressor,
@@ -37,6 +38,7 @@ __all__ = [
     "GPClassifier",
     "GPRegressor",
     "GPXRegressor",
+    "GlobalSensitivity",
     "GlobalShapleyValues",
     "MixturePosterior",
     "RandomFeatureGPRegressor",
@@ -47,6 +49,7 @@ __all__ = [
     "from_botorch",
     "from_gpytorch",
     "from_sklearn",
+    "global_sensitivity",
     "global_shapley_values",
     "gradients",
     "integrated_gradients",

@@ -28,6 +28,8 @@ __all__ = [
 MODELS = ("exact", "sparse", "random-features", "additive", "gpx")
 KERNELS = ("ard", "isotropic", "matern52", "matern32", "rq")
 METHODS = ("auto", "ig", "shapley")
+GAMES = ("interventional", "baseline", "product-measure")
+DEFAULT_BACKGROUND = 50
 DEFAULT_N_INDUCING = 256
 DEFAULT_N_FREQUENCIES = 500
 
@@ -42,6 +44,23 @@ def _shapley_values(model, X, baseline):
     from gpexplain.explain import shapley_values
 
     return shapley_values(model, X)
+
+
+def _product_shapley(model, X, baseline, game="interventional", background=DEFAULT_BACKGROUND,
+                     seed=0):
+    """Exact Shapley values of a product-kernel GP: ``--game``, with ``--background`` training
+    rows drawn with the seed (interventional), the ``--baseline`` (baseline game) or the
+    columns' Gaussian product measure (product-measure)."""
+    from gpexplain.explain import shapley_values
+    from gpexplain.kernels.measures import Gaussian
+
+    data = model.posterior_.data_inputs
+    if game == "baseline":
+        return shapley_values(model, X, baseline=baseline)
+    if game == "product-measure":
+        return shapley_values(model, X, measure=Gaussian(data.mean(0), data.std(0) + 1e-12))
+    rows = np.random.default_rng(seed).choice(len(data), min(background, len(data)), replace=False)
+    return shapley_values(model, X, background=data[np.sort(rows)])
 
 
 def _gpx_contributions(model, X, baseline):
@@ -112,7 +131,9 @@ class ModelSpec:
 
 
 TABLE = {
-    "exact": ModelSpec(_exact, KERNELS, {"ig": _integrated_gradients}),
+    "exact": ModelSpec(
+        _exact, KERNELS, {"ig": _integrated_gradients, "shapley": _product_shapley}
+    ),
     "sparse": ModelSpec(_sparse, ("ard", "isotropic"), {"ig": _integrated_gradients}),
     "random-features": ModelSpec(
         _random_features, "random Fourier features of an ARD squared exponential",
@@ -149,8 +170,9 @@ class Choice:
 
     @property
     def uses_baseline(self) -> bool:
-        """Integrated gradients need a baseline; Shapley values and GPX weights do not."""
-        return self.method == "ig"
+        """Integrated gradients and the baseline game need a baseline; other Shapley values and
+        GPX weights do not."""
+        return self.method == "ig" or self.options.get("game") == "baseline"
 
 
 def _one_of(value: str, allowed, option: str, hint: str = "") -> str:
@@ -160,7 +182,10 @@ def _one_of(value: str, allowed, option: str, hint: str = "") -> str:
     return text
 
 
-def check_choice(model: str, kernel: str, method: str, seed: int, n_inducing: int | None) -> Choice:
+def check_choice(
+    model: str, kernel: str, method: str, seed: int, n_inducing: int | None,
+    game: str | None = None, background: int | None = None,
+) -> Choice:
     """Validate the options together; ValueError names the option and what is accepted."""
     model = _one_of(model, MODELS, "--model")
     kernel = _one_of(kernel, KERNELS, "--kernel")
@@ -186,7 +211,22 @@ def check_choice(model: str, kernel: str, method: str, seed: int, n_inducing: in
         raise ValueError("--n-inducing applies to --model sparse only")
     if n_inducing is not None and n_inducing < 1:
         raise ValueError(f"--n-inducing must be a positive integer, got {n_inducing}")
-    return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING)
+    options = {}
+    if model == "exact" and method == "shapley":
+        game = _one_of(game or GAMES[0], GAMES, "--game")
+        if background is not None and (game != "interventional" or background < 1):
+            raise ValueError(
+                "--background N (a positive number of rows) applies to --game interventional only"
+            )
+        if kernel not in ("ard", "isotropic"):
+            raise ValueError(
+                f"--method shapley needs a product kernel (--kernel ard or isotropic); --kernel "
+                f"{kernel} is a function of the joint distance of all features: use --method ig"
+            )
+        options = {"game": game, "background": background or DEFAULT_BACKGROUND, "seed": seed}
+    elif game is not None or background is not None:
+        raise ValueError("--game and --background apply to --model exact --method shapley only")
+    return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING, options)
 
 
 def build_model(choice: Choice, n_rows: int, exact_estimator):
@@ -201,7 +241,7 @@ def explain(choice: Choice, model, X, baseline) -> tuple:
     linear weights) and ``"global"`` (additive GP: global Shapley values).
     """
     spec = TABLE[choice.model]
-    attribution = spec.methods[choice.method](model, X, baseline)
+    attribution = spec.methods[choice.method](model, X, baseline, **choice.options)
     return attribution, ({} if spec.extras is None else spec.extras(model, X))
 
 

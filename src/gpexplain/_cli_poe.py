@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from pathlib import Path
 
 from gpexplain.poe import PROPERTIES, POESolverError, similarity, transductive
@@ -74,14 +73,7 @@ def run(data: str, target: str, lambda_specs: list[str], rows: str, kind: str,
         cli._fail(f"cannot create output directory {str(out)!r}: {error.strerror or error}")
     choice = cli.check_choice("exact", "ard", "auto", seed, None)
     timings = {}
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
-        start = time.perf_counter()
-        try:
-            model = cli._fit(choice, X, y, lambda step, total: None)
-        except (ValueError, TypeError, cli.FitError) as error:
-            cli._fail(str(error))
-        timings["fit"] = time.perf_counter() - start
+    model, timings["fit"] = cli._fit_quietly(choice, X, y)
     start = time.perf_counter()
     gradients, values = gradients_and_values(model, explained_X)
     try:

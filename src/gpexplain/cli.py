@@ -1,4 +1,4 @@
-"""Command line: ``gpexplain explain``, ``gpexplain demo`` and ``gpexplain datasets``.
+"""Command line: ``gpexplain explain``, ``demo``, ``datasets``, ``poe`` and ``sensitivity``.
 
 Files in, files out. ``explain`` reads a CSV or Parquet table, fits a GP model (``--model``:
 exact, sparse variational, random-feature, orthogonal additive or GPX) on all columns except
@@ -331,6 +331,19 @@ def _fit(choice: Choice, X: pd.DataFrame, y: pd.Series, callback, task: str = "r
     # GPRegressor is looked up here, at call time, so tests can substitute a cheaper one.
     model = _cli_models.build_model(choice, len(X), exact_estimator=GPRegressor)
     return model.fit(X, y, callback=callback)
+
+
+def _fit_quietly(choice: Choice, X: pd.DataFrame, y: pd.Series):
+    """``(model, seconds)``: ``_fit`` without progress or optimiser warnings; bad data or a
+    failed fit exit with code 2 (the ``poe`` and ``sensitivity`` commands)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
+        start = time.perf_counter()
+        try:
+            model = _fit(choice, X, y, lambda step, total: None)
+        except (ValueError, TypeError, FitError) as error:
+            _fail(str(error))
+    return model, time.perf_counter() - start
 
 
 def _run(
@@ -679,7 +692,12 @@ def _summary(
         "timings_seconds": timings,
         "gpexplain_version": gpexplain.__version__,
     }
-    if attr.baseline is not None:
+    if attr.baseline is not None and np.ndim(attr.baseline) == 2:  # a background sample
+        summary["baseline"] = {
+            "spec": f"{len(attr.baseline)} background rows drawn with the seed",
+            "prediction": float(attr.baseline_prediction),
+        }
+    elif attr.baseline is not None:
         summary["baseline"] = {
             "spec": baseline_label,
             "vector": dict(zip(names, (float(v) for v in attr.baseline), strict=True)),
@@ -768,7 +786,7 @@ MethodOption = Annotated[
     str,
     typer.Option(
         help="Explanation: auto (the model's own), ig (integrated gradients) or shapley "
-        "(additive model)."
+        "(additive model; exact model with --kernel ard/isotropic, see --game)."
     ),
 ]
 InducingOption = Annotated[
@@ -784,6 +802,21 @@ TaskOption = Annotated[
         help="auto (a text, boolean or 0..k-1 / 1..k integer-coded target with at most "
         f"{_cli_classification.MAX_CODED_CLASSES} classes is classified), classification "
         "(GP classifier, attributions per class) or regression."
+    ),
+]
+# -- exact Shapley values of product-kernel GPs (issue 13) --
+GameOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Game of --model exact --method shapley: interventional (default; --background "
+        "rows), baseline (--baseline) or product-measure (the columns' Gaussian measure)."
+    ),
+]
+BackgroundOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Background rows of the interventional game, drawn from the data with --seed "
+        f"(default {_cli_models.DEFAULT_BACKGROUND})."
     ),
 ]
 HoldoutOption = Annotated[
@@ -838,6 +871,8 @@ def explain(
         bool, typer.Option("--report", help="Also write report.html (see gpexplain report).")
     ] = False,
     task: TaskOption = "auto",
+    game: GameOption = None,
+    background: BackgroundOption = None,
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
     saved_model = None
@@ -845,7 +880,7 @@ def explain(
         if model_from is None:
             if target is None:
                 raise ValueError("--target is required (unless --model-from is given)")
-            choice = check_choice(model, kernel, method, seed, n_inducing)
+            choice = check_choice(model, kernel, method, seed, n_inducing, game, background)
         else:
             if save_model is not None or (model, kernel, n_inducing) != ("exact", "ard", None):
                 raise ValueError(
@@ -921,6 +956,23 @@ def poe_command(
     from gpexplain._cli_poe import run
 
     run(data, target, lambda_ or [], rows, similarity, lengthscale, k, out, seed)
+
+
+@app.command()
+def sensitivity(
+    data: Annotated[
+        str, typer.Argument(metavar="DATA", help="CSV (delimiter detected) or Parquet file.")
+    ],
+    target: Annotated[str, typer.Option(help="Name of the target column.")],
+    kernel: Annotated[str, typer.Option(help="Kernel: ard (default) or isotropic.")] = "ard",
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("gpexplain-sensitivity"),
+    seed: SeedOption = 0,
+) -> None:
+    """Fit an exact GP to DATA and write its global Sobol indices and Shapley effects, with
+    their posterior uncertainty, under the columns' Gaussian product measure."""
+    from gpexplain._cli_sensitivity import run
+
+    run(data, target, kernel, out, seed)
 
 
 @app.command()

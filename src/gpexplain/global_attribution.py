@@ -14,11 +14,35 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["GlobalShapleyValues"]
+__all__ = ["GlobalSensitivity", "GlobalShapleyValues"]
+
+
+class _PerFeatureVariances:
+    """Shared by the global results: shape checks of the per-feature arrays named in
+    ``_per_feature``, ``n_features`` and normalisation by ``total_variance``."""
+
+    _per_feature: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        n_features = len(self.feature_names)
+        for name in self._per_feature:
+            if np.shape(getattr(self, name)) != (n_features,):
+                raise ValueError(
+                    f"{name} must have shape ({n_features},), got {np.shape(getattr(self, name))}."
+                )
+
+    @property
+    def n_features(self) -> int:
+        return len(self.feature_names)
+
+    def _normalise(self, array: np.ndarray) -> np.ndarray:
+        if self.total_variance <= 0:
+            return np.zeros_like(array)
+        return array / self.total_variance
 
 
 @dataclass(frozen=True)
-class GlobalShapleyValues:
+class GlobalShapleyValues(_PerFeatureVariances):
     """Variance-based global feature importances of a model's prediction.
 
     Attributes
@@ -40,18 +64,7 @@ class GlobalShapleyValues:
     total_variance: float
     feature_names: list[str]
     method: str = "global Shapley effects"
-
-    def __post_init__(self):
-        n_features = len(self.feature_names)
-        for name in ("values", "first_order"):
-            if np.shape(getattr(self, name)) != (n_features,):
-                raise ValueError(
-                    f"{name} must have shape ({n_features},), got {np.shape(getattr(self, name))}."
-                )
-
-    @property
-    def n_features(self) -> int:
-        return len(self.feature_names)
+    _per_feature = ("values", "first_order")
 
     @property
     def indices(self) -> np.ndarray:
@@ -65,11 +78,6 @@ class GlobalShapleyValues:
     def first_order_indices(self) -> np.ndarray:
         """First-order Sobol indices ``S_i = V_i / Var f``, (n_features,)."""
         return self._normalise(self.first_order)
-
-    def _normalise(self, array: np.ndarray) -> np.ndarray:
-        if self.total_variance <= 0:
-            return np.zeros_like(array)
-        return array / self.total_variance
 
     def to_frame(self) -> pd.DataFrame:
         """One row per feature: ``feature``, ``shapley_effect``, ``shapley_index``,
@@ -90,4 +98,85 @@ class GlobalShapleyValues:
         return (
             f"GlobalShapleyValues({self.method}: {self.n_features} features, "
             f"total variance {self.total_variance:.4g})"
+        )
+
+
+@dataclass(frozen=True)
+class GlobalSensitivity(_PerFeatureVariances):
+    """Variance-based global sensitivity of a GP under a product measure, with uncertainty.
+
+    Two levels, both in squared units of the target (unnormalised):
+
+    * of the **posterior mean** m (exact, closed form): ``first_order`` ``V_i = Var(E[m | x_i])``,
+      ``total`` ``T_i = E[Var(m | x_-i)]``, ``shapley_effects`` (sum to ``total_variance`` =
+      ``Var m``); ``first_order <= shapley_effects <= total``;
+    * over the **GP posterior** of f (each is a quadratic functional of f): the posterior
+      expectations ``expected_*`` (exact) and the posterior standard deviation of the
+      first-order variances ``first_order_std``.
+
+    Attributes
+    ----------
+    first_order, total, shapley_effects : ndarray (n_features,)
+    total_variance : float
+    expected_first_order, expected_total, expected_shapley_effects : ndarray (n_features,)
+    expected_total_variance : float
+    first_order_std : ndarray (n_features,)
+    feature_names : list of str
+    method : str
+    """
+
+    first_order: np.ndarray
+    total: np.ndarray
+    shapley_effects: np.ndarray
+    total_variance: float
+    expected_first_order: np.ndarray
+    expected_total: np.ndarray
+    expected_shapley_effects: np.ndarray
+    expected_total_variance: float
+    first_order_std: np.ndarray
+    feature_names: list[str]
+    method: str = "global sensitivity"
+    _per_feature = ("first_order", "total", "shapley_effects", "expected_first_order",
+                    "expected_total", "expected_shapley_effects", "first_order_std")
+
+    @property
+    def first_order_indices(self) -> np.ndarray:
+        """First-order Sobol indices ``S_i = V_i / Var m`` of the posterior mean."""
+        return self._normalise(self.first_order)
+
+    @property
+    def total_indices(self) -> np.ndarray:
+        """Total Sobol indices ``S_Ti = T_i / Var m`` of the posterior mean."""
+        return self._normalise(self.total)
+
+    @property
+    def shapley_indices(self) -> np.ndarray:
+        """Shapley effects of the posterior mean as shares of its variance (sum to 1)."""
+        return self._normalise(self.shapley_effects)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per feature: the indices of the posterior mean (``first_order_index``,
+        ``total_index``, ``shapley_index``), its unnormalised variances (``first_order``,
+        ``total``, ``shapley_effect``) and their posterior expectations over f
+        (``expected_*``), and ``first_order_std``, the posterior std of ``V_i[f]``."""
+        return pd.DataFrame(
+            {
+                "feature": list(self.feature_names),
+                "first_order_index": self.first_order_indices,
+                "total_index": self.total_indices,
+                "shapley_index": self.shapley_indices,
+                "first_order": self.first_order,
+                "total": self.total,
+                "shapley_effect": self.shapley_effects,
+                "expected_first_order": self.expected_first_order,
+                "first_order_std": self.first_order_std,
+                "expected_total": self.expected_total,
+                "expected_shapley_effect": self.expected_shapley_effects,
+            }
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"GlobalSensitivity({self.method}: {self.n_features} features, variance of the "
+            f"posterior mean {self.total_variance:.4g})"
         )

@@ -21,6 +21,7 @@ __all__ = [
     "plot_attributions",
     "plot_dependence",
     "plot_global_importance",
+    "plot_global_sensitivity",
     "plot_global_shapley",
     "plot_summary",
     "plot_waterfall",
@@ -275,13 +276,74 @@ def plot_global_shapley(result, ax: Axes | None = None) -> Figure:
         positions + 0.2, first_order[order], height=0.4, color="0.7",
         label="first-order (main effect only)",
     )
-    _rank_rows(ax, [names[i] for i in order])
-    ax.set_xlabel("variance of the prediction (squared units of the target)")
-    ax.set_title(
+    _finish_variance_panel(
+        ax, [names[i] for i in order],
+        "variance of the prediction (squared units of the target)",
         f"Global Shapley values (total variance {float(result.total_variance):.4g})",
-        fontsize="medium",
     )
+    return figure
+
+
+def _finish_variance_panel(ax: Axes, ranked_names: list[str], xlabel: str, title: str) -> None:
+    """Row labels, axis label, title and legend of a per-feature variance bar chart."""
+    _rank_rows(ax, ranked_names)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize="medium")
     ax.legend(fontsize="small", loc="lower right")
+
+
+def plot_global_sensitivity(result, ax: Axes | None = None) -> Figure:
+    """First-order, Shapley and total variances per feature, with posterior error bars.
+
+    Bars are posterior expectations over the GP (``result.expected_*``, squared units of the
+    target); the first-order bars carry +-1.96 posterior standard deviations
+    (``result.first_order_std``, cut at zero); dots mark the same quantities of the
+    posterior mean.
+    Features are sorted by expected Shapley effect, most important at the top.
+
+    Parameters
+    ----------
+    result : GlobalSensitivity
+        From ``gx.global_sensitivity``.
+    ax : matplotlib Axes, optional
+        Drawn into when given (else a new figure).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on; a ``TypeError`` is raised instead when ``result`` is not a
+        ``GlobalSensitivity``.
+    """
+    from gpexplain.global_attribution import GlobalSensitivity
+
+    if not isinstance(result, GlobalSensitivity):
+        raise TypeError(
+            "result must be a GlobalSensitivity (from gx.global_sensitivity), got "
+            f"{type(result).__name__}."
+        )
+    names = list(result.feature_names)
+    order = np.argsort(-result.expected_shapley_effects, kind="stable")
+    figure, ax = _ranking_axes(names, ax)
+    positions = np.arange(len(names))
+    rows = (
+        ("first order", result.expected_first_order, result.first_order, "0.75", -0.27),
+        ("Shapley effect", result.expected_shapley_effects, result.shapley_effects, "0.45", 0.0),
+        ("total", result.expected_total, result.total, "0.15", 0.27),
+    )
+    for label, expected, of_mean, colour, offset in rows:
+        error = None
+        if label == "first order":  # a variance is >= 0: the lower bar stops at zero
+            half = 1.96 * result.first_order_std[order]
+            error = np.stack([np.minimum(half, expected[order]), half])
+        ax.barh(positions + offset, expected[order], height=0.27, color=colour, xerr=error,
+                error_kw={"elinewidth": 0.8, "capsize": 2},
+                label=f"{label} (posterior expectation)")
+        ax.plot(of_mean[order], positions + offset, "o", color="black", markersize=2.5)
+    _finish_variance_panel(
+        ax, [names[i] for i in order],
+        "variance (squared units of the target); dots: of the posterior mean",
+        f"Global sensitivity (variance of the posterior mean {result.total_variance:.4g})",
+    )
     return figure
 
 

@@ -10,6 +10,7 @@ from gpexplain.explain.shapley import global_shapley_values, shapley_values
 from gpexplain.global_attribution import GlobalShapleyValues
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
+from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
 from gpexplain.posterior import ExactPosterior
 from tests.reference import shapley_brute_force as ref
@@ -218,8 +219,11 @@ def test_thirty_features_complete_and_consistent():
 def test_refuses_other_kernels_and_bad_inputs():
     X, y = _data(0, 10, 3)
     posterior = ExactPosterior(X, y, RBF(1.0), NOISE)
-    with pytest.raises(TypeError, match="OrthogonalAdditive"):
-        shapley_values(posterior, X[:2])
+    # A product kernel has local Shapley values (tests/explain/test_product_shapley.py); a
+    # random-feature kernel has none.
+    features = RandomFeatureKernel(np.random.default_rng(0).normal(size=(20, 3)), 1.0)
+    with pytest.raises(TypeError, match="integrated_gradients"):
+        shapley_values(ExactPosterior(X, y, features, NOISE), X[:2])
     with pytest.raises(TypeError, match="OrthogonalAdditive"):
         global_shapley_values(posterior)
     additive, _, _ = _setup("gaussian")

@@ -12,7 +12,10 @@ points s_m, independently of gpexplain:
   Gauss-Legendre of those differences, averaged over the baselines;
 * additive Shapley value: the marginal game under the measure, enumerated over its atoms
   (empirical measure: exact; Gaussian: 20-node Gauss-Hermite per feature) and combined with
-  the classical Shapley weights (``tests.reference.shapley_brute_force``).
+  the classical Shapley weights (``tests.reference.shapley_brute_force``);
+* product-kernel Shapley value: the game ``v(S) = E_r g(x_S, r_-S)`` enumerated over the
+  reference rows (baseline, background, or the Gauss-Hermite grid of a Gaussian measure;
+  ``tests.reference.shapley_games``).
 
 Checked per registration: the cross term against ``W k(S, z_n)``; the prior term against
 L' applied to the cross term's second argument, ``W_j . cross(x, Z = S)_i`` (the definition
@@ -35,7 +38,7 @@ import numpy as np
 import pytest
 
 from gpexplain.explain._driver import explain
-from gpexplain.functionals import AdditiveShapley, Gradient, IntegratedGradient
+from gpexplain.functionals import AdditiveShapley, Gradient, IntegratedGradient, ProductShapley
 from gpexplain.functionals.base import LinearFunctional
 from gpexplain.functionals.local_linear_weight import LocalLinearWeight
 from gpexplain.kernels import RBF, GPyTorchKernel, OrthogonalAdditive, RandomFeatureKernel
@@ -45,6 +48,7 @@ from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.posterior import ExactPosterior
 from tests.kernels.test_derivatives import _set
 from tests.reference import shapley_brute_force as brute
+from tests.reference import shapley_games
 
 D = 3
 STEP = 1e-5
@@ -65,6 +69,13 @@ def _input_scaled_periodic_times_linear():
     periodic = _set(gk.PeriodicKernel(), period_length=2.5, lengthscale=1.2)
     product = gk.ProductKernel(periodic, _set(gk.LinearKernel(), variance=0.5))
     return GPyTorchKernel(input_scaled(product.double(), [0.1, 0.0, -0.2], [1.5, 0.8, 1.1], 2.0))
+
+
+def _matern_product():
+    """Matern 5/2 on feature 0 times an RQ on feature 2 (feature 1 ignored)."""
+    matern = _set(gk.MaternKernel(nu=2.5, active_dims=[0]), lengthscale=0.9)
+    rq = _set(gk.RQKernel(active_dims=[2]), lengthscale=1.3, alpha=0.7)
+    return GPyTorchKernel(_set(gk.ScaleKernel(gk.ProductKernel(matern, rq)), outputscale=1.4))
 
 
 def _random_features():
@@ -98,6 +109,19 @@ CASES = {
     "shapley-gaussian": (
         lambda: AdditiveShapley(), lambda: _additive(Gaussian([0.1, -0.2, 0.0], [0.7, 1.1, 0.9])),
         1e-8,
+    ),
+    "product-shapley-rbf-baseline": (
+        lambda: ProductShapley("baseline", references=BASELINES[:1]),
+        lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-12,
+    ),
+    "product-shapley-matern-product-interventional": (
+        lambda: ProductShapley("interventional", references=BASELINES), _matern_product, 1e-12,
+    ),
+    "product-shapley-rbf-gaussian-measure": (
+        lambda: ProductShapley(
+            "product-measure", measure=Gaussian([0.1, -0.2, 0.0], [0.7, 1.1, 0.9])
+        ),
+        lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-8,
     ),
 }
 
@@ -141,6 +165,16 @@ def _stencil(functional, kernel, x):
                         rows, weights = index[subset]
                         W[i, rows] += sign * share * weights
         return points, W
+    if isinstance(functional, ProductShapley):
+        if functional.references is not None:
+            references, weights = functional.references, None
+        else:
+            measure = functional.measure
+            references, weights = shapley_games.product_measure_references(
+                brute.gaussian_atoms(measure.mean, measure.std, 20)
+            )
+        points, index = shapley_games.game_points(x, references, weights)
+        return points, shapley_games.shapley_stencil(index, D, len(points))
     raise AssertionError(f"no stencil for {type(functional).__name__}")
 
 

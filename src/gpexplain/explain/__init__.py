@@ -2,6 +2,10 @@
 
 from gpexplain.explain.gradients import gradients
 from gpexplain.explain.integrated_gradients import integrated_gradients
+from gpexplain.explain.sensitivity import global_sensitivity
 from gpexplain.explain.shapley import global_shapley_values, shapley_values
 
-__all__ = ["global_shapley_values", "gradients", "integrated_gradients", "shapley_values"]
+__all__ = [
+    "global_sensitivity", "global_shapley_values", "gradients", "integrated_gradients",
+    "shapley_values",
+]

@@ -1,4 +1,6 @@
-"""Exact Shapley values of orthogonal additive GPs: local (with uncertainty) and global.
+"""Exact Shapley values of GPs: orthogonal additive GPs (local with uncertainty, and global)
+and product-kernel GPs (local with uncertainty, three games; see
+``gpexplain.functionals.product_shapley`` and docs/shapley_product_kernels.md).
 
 *Exact Shapley value for local and global explanation of additive Gaussian processes*
 (anonymous authors, under double-blind review, 2024)
@@ -32,8 +34,11 @@ import numpy as np
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
+from gpexplain.explain.integrated_gradients import resolve_baseline
+from gpexplain.functionals.product_shapley import GAMES, ProductShapley
 from gpexplain.functionals.shapley import AdditiveShapley, not_additive_message
 from gpexplain.global_attribution import GlobalShapleyValues
+from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.parallel import default_chunk_size
 from gpexplain.posterior import as_posterior
@@ -42,26 +47,57 @@ __all__ = ["shapley_values", "global_shapley_values"]
 
 
 def shapley_values(
-    model_or_posterior, X, *, return_cov: bool = True, chunk_size: int | None = None
+    model_or_posterior,
+    X,
+    *,
+    game: str | None = None,
+    baseline=None,
+    background=None,
+    measure=None,
+    return_cov: bool = True,
+    chunk_size: int | None = None,
 ) -> Attribution:
-    """Exact local Shapley values of an orthogonal additive GP, with their posterior covariance.
+    """Exact local Shapley values of a GP, with their posterior covariance.
 
-    Implements the additive-Shapley paper, Lemma 1 / eq. 9 (the Shapley values of the marginal game
-    under the
-    kernel's product measure, docs/errata.md), extended to the full posterior::
+    Two model families, one result:
 
-        mean[p, i]   = sum_n A[p, i, n] a_n
-        cov[p, i, j] = P[p, i, j] - A[p, i, :] Q A[p, j, :]^T
+    * **orthogonal additive GPs** (``AdditiveGPRegressor``, kernel ``OrthogonalAdditive``; the
+      default when no game is given): the additive-Shapley paper, Lemma 1 / eq. 9 (the marginal
+      game under the kernel's product measure, docs/errata.md), extended to the full posterior,
+      with ``A[p, i, n] = sum_{S ni i} sigma_|S|^2 / |S| prod_{l in S} kt_l(x_pl, z_nl)`` and
+      ``P_ij = sum_{S contains i, j} sigma_|S|^2 / |S|^2 prod_{l in S} kt_l(x_pl, x_pl)``;
+    * **product kernels** (ARD squared exponential, GPyTorch products of one-dimensional
+      RBF / Matern / RQ kernels; exact, sparse variational and adapted posteriors): the game
+      ``v(S) = E_{r ~ R} f(x_S, r_-S)`` with R one point (``game="baseline"``), the rows of a
+      background sample (``"interventional"``, the game of shap's Exact/Permutation explainers
+      and KernelSHAP) or a product measure (``"product-measure"``), evaluated exactly through
+      the multilinear extension (Owen 1972) with ceil(d/2) Gauss-Legendre nodes
+      (``gpexplain.functionals.product_shapley``; derivation in
+      docs/shapley_product_kernels.md). Never 2^d, no sampling.
 
-    with ``A[p, i, n] = sum_{S ni i} sigma_|S|^2 / |S| prod_{l in S} kt_l(x_pl, z_nl)`` and
-    ``P_ij = sum_{S contains i, j} sigma_|S|^2 / |S|^2 prod_{l in S} kt_l(x_pl, x_pl)``.
+    In both cases ``mean[p, i] = sum_n A[p, i, n] a_n`` and ``cov[p, i, j] = P[p, i, j] -
+    A[p, i, :] Q A[p, j, :]^T`` (the generic formula of the driver).
 
     Parameters
     ----------
-    model_or_posterior : fitted ``AdditiveGPRegressor`` or a posterior whose kernel is
-        ``gx.kernels.OrthogonalAdditive``
+    model_or_posterior : fitted estimator or posterior (``MixturePosterior`` too)
     X : array-like of shape (n_points, n_features)
         Points to explain, in the original units (NumPy, pandas or torch).
+    game : {"baseline", "interventional", "product-measure"}, optional
+        Default: the game of the argument given (``baseline=`` -> "baseline", ``background=``
+        -> "interventional", ``measure=`` -> "product-measure"); with none of them, the
+        additive GP's own product-measure game for ``OrthogonalAdditive`` kernels and
+        ``"baseline"`` with the training mean for product kernels.
+    baseline : {"mean", "median", "zeros"} or array-like (n_features,), optional
+        The reference point of the baseline game (default "mean", over the training inputs);
+        pandas labels are matched by name.
+    background : array-like (n_background, n_features), optional
+        Rows of the interventional game (required for it). The mean costs O(n_background) per
+        point; the covariance pairs rows, O(n_background^2 d^2 ceil(d/2)^2) per point: use
+        tens of rows, or ``return_cov=False``.
+    measure : gx.measures.Gaussian or gx.measures.Empirical, optional
+        The product measure (required for "product-measure" with a product kernel; Gaussian
+        needs squared-exponential factors). Additive GPs use their kernel's own measure.
     return_cov : bool, default True
         Also compute the (n_points, n_features, n_features) posterior covariance.
     chunk_size : int, optional
@@ -70,26 +106,109 @@ def shapley_values(
     Returns
     -------
     Attribution
-        ``mean`` (n_points, n_features) in units of y; ``cov`` or None; ``baseline=None`` (the
-        game has a reference *distribution*, not a point); ``baseline_prediction`` = base value
-        ``v({}) = m0 + sigma_0^2 1^T a``, the mean of the posterior mean over the measure;
-        ``difference_variance`` = posterior ``Var[f(x) - f_0]``, so ``completeness_gap()`` checks
-        ``mean.sum(1) == prediction - baseline_prediction`` and ``cov.sum((1, 2))`` against it.
-        For an ``AdditiveGPRegressor`` the game is that of the model on its transformed inputs
+        ``mean`` (n_points, n_features) in units of y; ``cov`` or None; ``method`` names the
+        game; ``baseline`` the reference point (baseline game), the background rows
+        (interventional) or None; ``baseline_prediction`` = base value ``v({})`` (the posterior
+        mean averaged over the reference; additive GP: ``m0 + sigma_0^2 1^T a``);
+        ``difference_variance`` = posterior ``Var[f(x) - E_r f(r)]`` (additive GP:
+        ``Var[f(x) - f_0]``), so ``completeness_gap()`` checks ``mean.sum(1) == prediction -
+        baseline_prediction`` and ``cov.sum((1, 2))`` against it. For an
+        ``AdditiveGPRegressor`` the game is that of the model on its transformed inputs
         (``input_transform_``), reported per original feature, in units of y.
 
     Raises
     ------
     TypeError
-        Not a fitted estimator or posterior, or its kernel is not ``OrthogonalAdditive``.
+        Not a fitted estimator or posterior; a kernel without the structure the game needs
+        (the message names integrated gradients as the alternative); a measure that is not
+        Gaussian or Empirical.
     ValueError
-        Bad query points (wrong number of features, NaN/inf, mismatched DataFrame columns) or
+        Unknown ``game``; an argument that does not belong to the game (e.g. ``background``
+        with ``game="baseline"``); a missing background or measure; bad query points, baseline
+        or background rows (wrong number of features, NaN/inf, mismatched DataFrame columns);
         ``chunk_size`` < 1.
     """
+    functional = _shapley_functional(
+        as_posterior(model_or_posterior), game, baseline, background, measure
+    )
     return explain(
-        model_or_posterior, X, AdditiveShapley(), return_cov=return_cov, chunk_size=chunk_size,
+        model_or_posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
         caller="shapley_values",
     )
+
+
+def _shapley_functional(posterior, game, baseline, background, measure):
+    """Validate the game's arguments and build its functional (``AdditiveShapley`` or
+    ``ProductShapley``)."""
+    given = {
+        name: value
+        for name, value in (("baseline", baseline), ("background", background),
+                            ("measure", measure))
+        if value is not None
+    }
+    implied = {"baseline": "baseline", "background": "interventional",
+               "measure": "product-measure"}
+    kernel = _kernel_of(posterior)
+    if game is None:
+        if len(given) > 1:
+            raise ValueError(
+                f"pass one of baseline=, background=, measure= (got {sorted(given)}), or name "
+                "the game with game=."
+            )
+        if given:
+            game = implied[next(iter(given))]
+        else:
+            game = "product-measure" if isinstance(kernel, OrthogonalAdditive) else "baseline"
+    if game not in GAMES:
+        raise ValueError(f"game must be one of {GAMES}, got {game!r}.")
+    for name in given:
+        if implied[name] != game:
+            raise ValueError(
+                f"{name}= does not apply to the {game} game; it belongs to game="
+                f"{implied[name]!r}."
+            )
+    if isinstance(kernel, OrthogonalAdditive):
+        if game != "product-measure" or measure is not None:
+            raise TypeError(
+                "an orthogonal additive GP has exact Shapley values for its own product-measure "
+                "game only (call gx.shapley_values(model, X) without game, baseline, background "
+                "or measure); it is not a product kernel. Use gx.integrated_gradients for "
+                "baseline explanations."
+            )
+        return AdditiveShapley()
+    if game == "baseline":
+        point = resolve_baseline(
+            "mean" if baseline is None else baseline, posterior.data_inputs,
+            posterior.feature_names,
+        )
+        return ProductShapley(game, references=point[None, :])
+    if game == "interventional":
+        if background is None:
+            raise ValueError(
+                "game='interventional' needs background= (rows whose values fill the absent "
+                "features, e.g. a sample of the training inputs)."
+            )
+        rows = posterior.check_inputs(background, "background")
+        if rows.shape[0] == 0:
+            raise ValueError("background must have at least one row.")
+        return ProductShapley(game, references=rows)
+    if measure is None:
+        raise ValueError(
+            "game='product-measure' needs measure= (gx.measures.Gaussian(mean, std) or "
+            "gx.measures.Empirical(X))."
+        )
+    if not isinstance(measure, Gaussian | Empirical):
+        raise TypeError(
+            "measure must be gx.measures.Gaussian or gx.measures.Empirical, got "
+            f"{type(measure).__name__}."
+        )
+    return ProductShapley(game, measure=measure.resolve(posterior.n_features))
+
+
+def _kernel_of(posterior):
+    """The kernel of a posterior (of its first component for a mixture: all share the type)."""
+    components = getattr(posterior, "components", None)
+    return (components[0] if components else posterior).kernel
 
 
 def global_shapley_values(model_or_posterior, *, chunk_size: int | None = None):

@@ -5,6 +5,7 @@ from gpexplain.functionals.base import LinearFunctional, Scheme
 from gpexplain.functionals.gradient import Gradient
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
 from gpexplain.functionals.local_linear_weight import LocalLinearWeight
+from gpexplain.functionals.product_shapley import ProductShapley
 from gpexplain.functionals.shapley import AdditiveShapley
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "IntegratedGradient",
     "LinearFunctional",
     "LocalLinearWeight",
+    "ProductShapley",
     "Scheme",
 ]

@@ -1,0 +1,247 @@
+"""Product kernels: ``k(x, x') = variance * prod_j k_j(x_j, x'_j)`` with one-dimensional factors.
+
+Exact Shapley values of ordinary GPs (``gpexplain.functionals.product_shapley``) and closed-form
+Sobol indices (``gpexplain.explain.sensitivity``) need the kernel as a product over features of
+one-dimensional stationary correlation functions ``k_j`` with ``k_j(a, a) = 1``. This module
+recognises that structure and evaluates it:
+
+* ``gx.kernels.RBF`` (isotropic or ARD): ``k_j(a, b) = exp(-(a - b)^2 / (2 l_j^2))``; features
+  with an infinite lengthscale get ``k_j = 1``;
+* GPyTorch kernels (``GPyTorchKernel``) built from ``RBFKernel`` (on any number of features: the
+  squared exponential factorises), ``MaternKernel`` (nu 1/2, 3/2, 5/2) and ``RQKernel`` acting on
+  *one* feature each, combined by ``ScaleKernel``, ``ProductKernel`` and the input scaling of
+  ``GPRegressor`` (``InputScaledKernel``). A Matern or RQ kernel over several features is a
+  function of their joint distance, not a product, and a sum is not a product: both are
+  refused (``product_structure`` returns None).
+
+Several factors acting on the same feature multiply into that feature's ``k_j``.
+
+Per feature, the games of the Shapley values also need the kernel mean embedding under a
+one-dimensional measure p_j, ``mu_j(a) = E_{s ~ p_j} k_j(a, s)``, its double integral
+``M_j = E_{s, s' ~ p_j} k_j(s, s')`` and (for Sobol indices) the second moments
+``E_{s ~ p_j} k_j(s, a) k_j(s, b)``: closed form for squared-exponential factors under
+``gx.measures.Gaussian`` (``mu = sqrt(L / (L + D)) exp(-(a - m)^2 / (2 (L + D)))``, ``M =
+sqrt(L / (L + 2 D))`` with ``L = l^2``, ``D = std^2``; a product of squared exponentials on one
+feature is one squared exponential with ``1 / L = sum 1 / L_f``), exact averages under
+``gx.measures.Empirical`` for every factor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpexplain.kernels.gpytorch_tree import Frame, KernelTreeVisitor
+from gpexplain.kernels.measures import Empirical, Gaussian
+
+__all__ = ["Factor", "ProductStructure", "product_structure"]
+
+_SQRT3, _SQRT5 = np.sqrt(3.0), np.sqrt(5.0)
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One stationary correlation function of one feature, ``k(a, b) = phi(|a - b| / l)``.
+
+    Attributes
+    ----------
+    kind : {"se", "matern", "rq"}
+    lengthscale : float
+        In the units of the feature (positive, finite).
+    shape : float
+        Matern smoothness nu (0.5, 1.5 or 2.5) or RQ alpha; unused for "se".
+    """
+
+    kind: str
+    lengthscale: float
+    shape: float = 0.0
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``k(a, b)`` elementwise (broadcast), in [0, 1]."""
+        r = np.abs(a - b) / self.lengthscale
+        if self.kind == "se":
+            return np.exp(-0.5 * r * r)
+        if self.kind == "rq":
+            return (1.0 + 0.5 * r * r / self.shape) ** -self.shape
+        if self.shape == 0.5:
+            return np.exp(-r)
+        if self.shape == 1.5:
+            return (1.0 + _SQRT3 * r) * np.exp(-_SQRT3 * r)
+        return (1.0 + _SQRT5 * r + 5.0 / 3.0 * r * r) * np.exp(-_SQRT5 * r)
+
+
+@dataclass(frozen=True)
+class ProductStructure:
+    """``k(x, x') = variance * prod_j prod_{f in factors[j]} f(x_j, x'_j)``.
+
+    Attributes
+    ----------
+    variance : float
+        ``k(x, x)``, in squared units of the target.
+    factors : tuple of tuples of Factor, one tuple per feature (empty: the kernel ignores it)
+    """
+
+    variance: float
+    factors: tuple
+
+    @property
+    def n_features(self) -> int:
+        return len(self.factors)
+
+    def matrices(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """``K[a, b, j] = k_j(X1[a, j], X2[b, j])``, shape (n1, n2, n_features); 1 for ignored
+        features. ``variance * K.prod(-1)`` is the kernel matrix."""
+        return np.stack(
+            [self.feature_matrix(j, X1[:, j], X2[:, j]) for j in range(self.n_features)], axis=-1
+        )
+
+    def feature_matrix(self, j: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``k_j(a_s, b_t)`` for two 1-D arrays of values of feature j, shape (len(a), len(b))."""
+        K = np.ones((a.shape[0], b.shape[0]))
+        for factor in self.factors[j]:
+            K *= factor(a[:, None], b[None, :])
+        return K
+
+    def embedding(self, X: np.ndarray, measure) -> np.ndarray:
+        """Kernel mean embeddings ``mu_j(X[a, j]) = E_{s ~ p_j} k_j(X[a, j], s)``, (n, n_features).
+
+        Raises
+        ------
+        TypeError
+            A Gaussian measure with a Matern or RQ factor (no closed form; use
+            ``gx.measures.Empirical``), or a measure that is neither Gaussian nor Empirical.
+        """
+        if isinstance(measure, Empirical):
+            return self.matrices(X, measure.points).mean(axis=1)
+        L = self._gaussian_squared_lengthscales(measure)
+        D = measure.std**2
+        centred_sq = (X - measure.mean) ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mu = np.sqrt(L / (L + D)) * np.exp(-0.5 * centred_sq / (L + D))
+        return np.where(np.isinf(L), 1.0, mu)
+
+    def double_embedding(self, measure) -> np.ndarray:
+        """``M_j = E_{s, s' ~ p_j} k_j(s, s')`` (independent copies), shape (n_features,)."""
+        if isinstance(measure, Empirical):
+            return self.matrices(measure.points, measure.points).mean(axis=(0, 1))
+        L = self._gaussian_squared_lengthscales(measure)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            M = np.sqrt(L / (L + 2.0 * measure.std**2))
+        return np.where(np.isinf(L), 1.0, M)
+
+    def second_moment(self, X1: np.ndarray, X2: np.ndarray, measure) -> np.ndarray:
+        """``E2[a, b, j] = E_{s ~ p_j} k_j(s, X1[a, j]) k_j(s, X2[b, j])``, (n1, n2, n_features).
+
+        Gaussian measure (SE factors, ``L = l^2``, ``D = std^2``): the product of two squared
+        exponentials is one centred at the midpoint, so
+        ``E2 = exp(-(a - b)^2 / (4 L)) sqrt(L / (L + 2 D)) exp(-((a + b) / 2 - mean)^2 /
+        (L + 2 D))``. Empirical: the average over the atoms.
+        """
+        if isinstance(measure, Empirical):
+            left = self.matrices(measure.points, X1)
+            right = self.matrices(measure.points, X2)
+            return np.einsum("sad,sbd->abd", left, right) / measure.points.shape[0]
+        L = self._gaussian_squared_lengthscales(measure)
+        a, b = X1[:, None, :], X2[None, :, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            E2 = np.exp(-0.25 * (a - b) ** 2 / L) * np.sqrt(L / (L + 2.0 * measure.std**2)) * (
+                np.exp(-((0.5 * (a + b) - measure.mean) ** 2) / (L + 2.0 * measure.std**2))
+            )
+        return np.where(np.isinf(L), 1.0, E2)
+
+    def _gaussian_squared_lengthscales(self, measure) -> np.ndarray:
+        """Per feature, the squared lengthscale of the product of its SE factors (inf if none)."""
+        if not isinstance(measure, Gaussian):
+            raise TypeError(
+                "measure must be gx.measures.Gaussian or gx.measures.Empirical, got "
+                f"{type(measure).__name__}."
+            )
+        inverse = np.zeros(self.n_features)
+        for j, factors in enumerate(self.factors):
+            for factor in factors:
+                if factor.kind != "se":
+                    raise TypeError(
+                        f"feature {j} has a {factor.kind} kernel factor: its mean embedding "
+                        "under a Gaussian measure has no closed form; use "
+                        "gx.measures.Empirical(X) (exact averages over a sample) instead."
+                    )
+                inverse[j] += factor.lengthscale**-2.0
+        with np.errstate(divide="ignore"):
+            return 1.0 / inverse
+
+
+def product_structure(kernel, n_features: int) -> ProductStructure | None:
+    """The product structure of a gpexplain kernel, or None when it has none.
+
+    Parameters
+    ----------
+    kernel : gpexplain kernel (``RBF`` or ``GPyTorchKernel``; anything else gives None)
+    n_features : int
+
+    Returns
+    -------
+    ProductStructure or None
+    """
+    from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
+    from gpexplain.kernels.rbf import RBF
+
+    if type(kernel) is RBF:
+        lengthscale = kernel._lengthscales(n_features)
+        factors = tuple(
+            (Factor("se", float(length)),) if np.isfinite(length) else ()
+            for length in lengthscale
+        )
+        return ProductStructure(float(kernel.variance), factors)
+    if type(kernel) is GPyTorchKernel:
+        return _Product(n_features).visit(kernel.module, n_features)
+    return None
+
+
+class _Product(KernelTreeVisitor["ProductStructure | None"]):
+    """Fold a GPyTorch kernel tree into a ``ProductStructure``; None for anything else."""
+
+    def __init__(self, n_features: int):
+        self.n_features = n_features
+
+    def unsupported(self, module, reason: str) -> None:
+        return None
+
+    def scaled(self, result, outputscale: float):
+        if result is None:
+            return None
+        return ProductStructure(result.variance * outputscale, result.factors)
+
+    def sum(self, results):
+        return None  # a sum of products is not a product
+
+    def product(self, results):
+        variance, factors = 1.0, [() for _ in range(self.n_features)]
+        for found in results:  # lazily: stop at the first part that is not a product
+            if found is None:
+                return None
+            variance *= found.variance
+            factors = [mine + theirs for mine, theirs in zip(factors, found.factors, strict=True)]
+        return ProductStructure(variance, tuple(factors))
+
+    def leaf(self, module, frame: Frame) -> ProductStructure | None:
+        import gpytorch.kernels as gk
+
+        kind = type(module)  # exact types: subclasses may change the formula
+        if kind not in (gk.RBFKernel, gk.MaternKernel, gk.RQKernel):
+            return None
+        if kind is not gk.RBFKernel and frame.size != 1:
+            return None  # a function of the joint distance of several features
+        lengthscale = module.lengthscale.detach().double().numpy().reshape(-1)
+        lengthscale = np.broadcast_to(lengthscale, frame.dims.shape) * frame.scale
+        if kind is gk.RBFKernel:
+            made = [Factor("se", float(length)) for length in lengthscale]
+        elif kind is gk.MaternKernel:
+            made = [Factor("matern", float(lengthscale[0]), float(module.nu))]
+        else:
+            alpha = float(module.alpha.detach().reshape(-1)[0])
+            made = [Factor("rq", float(lengthscale[0]), alpha)]
+        factors = [() for _ in range(self.n_features)]
+        for dim, factor in zip(frame.dims, made, strict=True):
+            factors[int(dim)] = factors[int(dim)] + (factor,)
+        return ProductStructure(1.0, tuple(factors))

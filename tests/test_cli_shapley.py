@@ -1,0 +1,90 @@
+"""``gpexplain explain --method shapley`` for exact GPs and ``gpexplain sensitivity``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpexplain import cli
+from gpexplain.models import GPRegressor
+from tests.test_cli import assert_ok, invoke, small_frame
+
+
+@pytest.fixture
+def small_csv(tmp_path, monkeypatch):
+    # One optimiser start: fit quality is not the subject here.
+    monkeypatch.setattr(cli, "GPRegressor", lambda **kw: GPRegressor(n_restarts=0, **kw))
+    path = tmp_path / "small.csv"
+    small_frame().to_csv(path, index=False)
+    return path
+
+
+def _explain(tmp_path, data, *options):
+    out = tmp_path / "out"
+    result = invoke("explain", data, "--target", "y", "--rows", "0:3", "--no-holdout",
+                    "--out", out, "--method", "shapley", *options)
+    assert_ok(result)
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("options", "game", "spec"),
+    [
+        (["--background", "10"], "interventional", "10 background rows drawn with the seed"),
+        (["--game", "baseline", "--baseline", "median"], "baseline", "median"),
+        (["--game", "product-measure"], "product-measure", "base value"),
+    ],
+)
+def test_exact_gp_shapley_games(tmp_path, small_csv, options, game, spec):
+    summary = _explain(tmp_path, small_csv, *options)
+    assert summary["method"] == f"exact Shapley values ({game} game, product kernel, closed form)"
+    assert summary["baseline"]["spec"] == spec
+    assert summary["completeness_gap"]["mean"] < 1e-8
+    assert summary["completeness_gap"]["variance"] < 1e-8
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        (["--method", "shapley", "--game", "conditional"], "unknown --game"),
+        (["--method", "shapley", "--background", "0"], "--background N"),
+        (["--method", "shapley", "--game", "baseline", "--background", "5"], "--background N"),
+        (["--game", "baseline"], "apply to --model exact --method shapley only"),
+        (["--model", "additive", "--method", "shapley", "--game", "baseline"], "exact"),
+        (["--method", "shapley", "--kernel", "matern52"], "product kernel"),
+        (["--method", "shapley", "--baseline", "median"], "--baseline applies"),
+    ],
+)
+def test_bad_shapley_options_exit_2(tmp_path, small_csv, options, fragment):
+    result = invoke("explain", small_csv, "--target", "y", "--no-holdout", "--rows", "0:2",
+                    "--out", tmp_path / "o", *options)
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip()
+    assert message.startswith("Error: ") and "\n" not in message, message
+    assert fragment in message, message
+
+
+def test_sensitivity_command(tmp_path, small_csv):
+    out = tmp_path / "sens"
+    result = invoke("sensitivity", small_csv, "--target", "y", "--out", out)
+    assert_ok(result)
+    table = pd.read_csv(out / "sensitivity.csv")
+    assert list(table["feature"]) == ["a", "b", "c"]
+    np.testing.assert_allclose(table["shapley_index"].sum(), 1.0, rtol=1e-10)
+    assert np.all(table["first_order_std"] >= 0)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["kernel"] == "ard" and "Sobol" in summary["method"]
+    assert (out / "sensitivity.png").stat().st_size > 0
+    # y = sin(a) + 0.3 b + noise over b in [0, 10]: b dominates, c is irrelevant.
+    by_feature = table.set_index("feature")
+    assert by_feature.loc["b", "total_index"] > by_feature.loc["c", "total_index"]
+
+
+def test_sensitivity_refuses_other_kernels(tmp_path, small_csv):
+    result = invoke("sensitivity", small_csv, "--target", "y", "--kernel", "matern52",
+                    "--out", tmp_path / "o")
+    assert result.exit_code == 2
+    assert "product kernels" in result.stderr
