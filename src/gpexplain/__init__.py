@@ -1,6 +1,6 @@
 """gpexplain: exact, uncertainty-aware explanations of Gaussian-process models."""
 
-from gpexplain import datasets, kernels, metrics, plot, poe
+from gpexplain import datasets, kernels, links, metrics, plot, poe
 from gpexplain.attribution import Attribution
 from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
 from gpexplain.global_attribution import GlobalShapleyValues
@@ -15,6 +15,7 @@ from gpexplain.models import (
 )
 from gpexplain.posterior import (
     ExactPosterior,
+    LaplacePosterior,
     MixturePosterior,
     RandomFeaturePosterior,
     VariationalPosterior,
@@ -30,6 +31,7 @@ __all__ = [
     "GPRegressor",
     "GPXRegressor",
     "GlobalShapleyValues",
+    "LaplacePosterior",
     "MixturePosterior",
     "RandomFeatureGPRegressor",
     "RandomFeaturePosterior",
@@ -42,6 +44,7 @@ __all__ = [
     "gradients",
     "integrated_gradients",
     "kernels",
+    "links",
     "measures",
     "metrics",
     "plot",
