@@ -484,10 +484,22 @@ class Softmax(Link):
         if self.approximation == "taylor":
             return _softmax_taylor_gradient(mean, var, mu, c, int(target_class))
         first, second = self.slope_expectations(mean, var, int(target_class))
-        return np.einsum("pj,pjk->pk", first, mu) + np.einsum("pj,pjk->pk", second, c)
+        return self.chain(first, second, mu, c)
+
+    @staticmethod
+    def chain(first, second, grad_mean, grad_cov) -> np.ndarray:
+        """Stein's lemma per latent: ``sum_j grad_mean_j E[d_j S_c] + grad_cov_j E[d_j^2 S_c]``
+        from the slope expectations (n, C) and gradient moments (n, C, d); returns (n, d)."""
+        return (np.einsum("pj,pjk->pk", first, grad_mean)
+                + np.einsum("pj,pjk->pk", second, grad_cov))
 
     def slope_expectations(self, mean, var, target_class: int):
         """``E[d_j S_c(f)]`` and ``E[d_j^2 S_c(f)]``, each (n, C)."""
+        return self.class_expectations(mean, var, target_class)[1:]
+
+    def class_expectations(self, mean, var, target_class: int):
+        """``E[S_c(f)]`` (n,), ``E[d_j S_c(f)]`` and ``E[d_j^2 S_c(f)]`` (n, C), in one pass
+        over the nodes (what a probability-level explanation needs at each point)."""
         C = mean.shape[1]
         onehot = np.eye(C)[target_class]
 
@@ -496,11 +508,11 @@ class Softmax(Link):
             delta = onehot - S
             Sc = S[..., target_class:target_class + 1]
             return np.swapaxes(np.concatenate(
-                [Sc * delta, Sc * (delta * delta - S * (1.0 - S))], axis=-1
-            ), 1, 2)  # (n, 2C, N)
+                [Sc, Sc * delta, Sc * (delta * delta - S * (1.0 - S))], axis=-1
+            ), 1, 2)  # (n, 1 + 2C, N)
 
         values = self._expect(slopes, mean, var)
-        return values[:, :C], values[:, C:]
+        return values[:, 0], values[:, 1:C + 1], values[:, C + 1:]
 
 
 def _softmax_derivatives_torch(mean: np.ndarray):

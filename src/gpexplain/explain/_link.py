@@ -150,8 +150,9 @@ def resolve_output(model_or_posterior, link=None, output=None, target_class=None
             raise ValueError("approximation applies to output='probability' only.")
         if not multiclass:
             if target_class is not None and _class_index(classes, target_class, 1) != 1:
+                positive = np.asarray(classes).tolist()[1]
                 raise ValueError(
-                    f"the latent of a binary model is the log-odds of class {classes[1]!r}; "
+                    f"the latent of a binary model is the log-odds of class {positive!r}; "
                     f"explain output='probability' for class {target_class!r}."
                 )
             return posteriors[0]
@@ -225,9 +226,13 @@ def expected_probability_and_gradient(linked: LinkedPosterior, schemes, X: np.nd
     link = linked.link
     if isinstance(link, Softmax):
         mean, var, grad_mean, grad_cov = (np.stack([m[i] for m in moments], 1) for i in range(4))
-        probability = link.expected_response(mean, var)[:, linked.target_class]
-        gradient = link.expected_gradient(mean, var, grad_mean, grad_cov, linked.target_class)
-        return probability, gradient, None
+        if link.approximation == "taylor":
+            probability = link.expected_response(mean, var)[:, linked.target_class]
+            gradient = link.expected_gradient(mean, var, grad_mean, grad_cov,
+                                              linked.target_class)
+            return probability, gradient, None
+        probability, first, second = link.class_expectations(mean, var, linked.target_class)
+        return probability, link.chain(first, second, grad_mean, grad_cov), None
     mean, var, grad_mean, grad_cov, grad_grad_cov = moments[0]
     probability = link.expected_response(mean, var)
     gradient = link.expected_gradient(mean, var, grad_mean, grad_cov)
