@@ -8,7 +8,7 @@ import pytest
 from gpexplain import links
 from tests.reference import link_expectations_mpmath as ref
 
-CASES = [(-3.0, 0.01), (0.4, 0.5), (-0.7, 9.0), (2.0, 25.0)]
+CASES = [(-3.0, 0.01), (0.4, 0.5), (-0.7, 9.0), (2.0, 25.0), (-4.0, 150.0)]
 MU = np.array([0.8, -1.3])
 C = np.array([0.35, -0.2])
 
@@ -186,3 +186,17 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="covariance"):
         links.Logit(approximation="taylor").gradient_covariance(
             [0.0], [1.0], [[1.0]], [[0.0]], [[[1.0]]])
+
+
+def test_narrow_and_wide_latents_in_one_call_match_one_by_one():
+    """Latent variances on both sides of the switch between Gauss-Hermite and the trapezoid
+    rule, batched, equal the same points computed alone."""
+    link = links.Logit()
+    mean, var = np.array([0.3, -2.0, 5.0, 0.0]), np.array([0.2, 1.0, 40.0, 3.0])
+    mu, c = np.tile(MU, (4, 1)), np.tile(C, (4, 1))
+    together = link.expected_gradient(mean, var, mu, c)
+    alone = np.vstack([link.expected_gradient(mean[i:i + 1], var[i:i + 1], mu[i:i + 1],
+                                              c[i:i + 1]) for i in range(4)])
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-12)
+    assert ref.expected_response("logit", 5.0, 40.0) == pytest.approx(
+        link.expected_response(mean, var)[2], abs=1e-11)
