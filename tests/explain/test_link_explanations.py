@@ -212,3 +212,22 @@ def test_bad_requests_are_refused(posterior, points):
         gx.gradients(posterior, points, link="softmax")
     with pytest.raises(ValueError, match="unknown link"):
         gx.gradients(posterior, points, link="tanh")
+
+
+def test_gradient_x_input_weighs_the_probability_gradient(posterior, points):
+    plain = gx.gradients(posterior, points, link="logit")
+    weighted = gx.gradients(posterior, points, link="logit", gradient_x_input=True,
+                            baseline=np.zeros(3))
+    np.testing.assert_allclose(weighted.mean, points * plain.mean, atol=1e-15)
+    np.testing.assert_allclose(weighted.cov, points[:, :, None] * plain.cov * points[:, None, :],
+                               atol=1e-15)
+    assert weighted.baseline_prediction == pytest.approx(
+        _expected_probability(links.Logit(), posterior, np.zeros((1, 3)))[0])
+
+
+def test_a_mixture_posterior_is_refused_on_the_probability_scale(posterior, points):
+    other = gx.ExactPosterior(posterior.train_inputs, posterior.train_targets,
+                              gx.kernels.RBF(0.7, 1.0), 0.2)
+    mixture = gx.MixturePosterior([posterior, other], [0.5, 0.5])
+    with pytest.raises(TypeError, match="MixturePosterior"):
+        gx.integrated_gradients(mixture, points, link="logit")
