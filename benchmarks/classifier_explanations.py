@@ -265,10 +265,10 @@ def main():
                             "seed": args.seed}}
     for name in ("digits_0_vs_1", "wdbc"):
         payload[name] = result = run_problem(name, args.seed)
-        print(name, "accuracy", round(result["test_accuracy"], 4))
+        print(name, "accuracy", round(result["test_accuracy"], 4), flush=True)
         for key, value in result["ratios"].items():
             print(f"  {key}: {value:.3g}")
-    print("wrote", write_results("classifier_explanations", payload))
+        print("wrote", write_results("classifier_explanations", payload), flush=True)
 
 
 if __name__ == "__main__":

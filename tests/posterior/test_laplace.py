@@ -73,5 +73,22 @@ def test_laplace_posterior_validates_its_inputs():
     X = np.zeros((3, 1))
     with pytest.raises(ValueError, match="0/1 labels"):
         gx.LaplacePosterior(X, [0, 2, 1], [0.5, 0.5, 0.5], gx.kernels.RBF(1.0))
-    with pytest.raises(ValueError, match="strictly between 0 and 1"):
-        gx.LaplacePosterior(X, [0, 1, 1], [0.5, 1.0, 0.5], gx.kernels.RBF(1.0))
+    with pytest.raises(ValueError, match=r"pi must lie in \[0, 1\]"):
+        gx.LaplacePosterior(X, [0, 1, 1], [0.5, 1.5, 0.5], gx.kernels.RBF(1.0))
+
+
+def test_rows_classified_with_certainty_drop_out():
+    """pi rounded to exactly 1 (W = 0): the row carries no weight in Q, and the posterior
+    equals the one fitted without its variance contribution (B = I on that row)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(6, 2))
+    pi = np.array([0.3, 0.6, 1.0, 0.2, 0.9, 0.0])
+    y = np.array([0, 1, 1, 0, 1, 0])
+    posterior = gx.LaplacePosterior(X, y, pi, gx.kernels.RBF(1.0))
+    query = rng.normal(size=(3, 2))
+    K, Ks = posterior.kernel(X, X), posterior.kernel(X, query)
+    keep = (pi > 0) & (pi < 1)
+    W = pi[keep] * (1 - pi[keep])
+    reduction = Ks[keep].T @ np.linalg.solve(K[np.ix_(keep, keep)] + np.diag(1 / W), Ks[keep])
+    _, var = posterior.predict(query)
+    np.testing.assert_allclose(var, 1.0 - np.diag(reduction), atol=1e-12)

@@ -35,7 +35,8 @@ class LaplacePosterior(Posterior):
     y : array-like of shape (n_train,)
         Training labels as 0/1 (1 = the positive class, ``classes[1]``).
     pi : array-like of shape (n_train,)
-        ``sigma(f_hat)`` at the posterior mode, each in (0, 1).
+        ``sigma(f_hat)`` at the posterior mode, each in [0, 1] (a confidently classified
+        row rounds to 0 or 1: its W is 0 and it drops out of Q, as in scikit-learn).
     kernel : gpexplain kernel or gpytorch.kernels.Kernel
         Prior covariance of the latent function.
     classes : array-like of shape (2,), optional
@@ -56,7 +57,7 @@ class LaplacePosterior(Posterior):
     Raises
     ------
     ValueError
-        Labels other than 0/1, ``pi`` outside (0, 1), shapes that do not match.
+        Labels other than 0/1, ``pi`` outside [0, 1], shapes that do not match.
     """
 
     link = "logit"
@@ -67,8 +68,8 @@ class LaplacePosterior(Posterior):
         pi = as_target(pi, X.shape[0], "pi")
         if not np.all((y == 0) | (y == 1)):
             raise ValueError("y must hold 0/1 labels (1 = the positive class).")
-        if not np.all((pi > 0) & (pi < 1)):
-            raise ValueError("pi must lie strictly between 0 and 1 (sigma at the mode).")
+        if not np.all((pi >= 0) & (pi <= 1)):
+            raise ValueError("pi must lie in [0, 1] (sigma at the mode).")
         self.kernel = as_kernel(kernel)
         self.train_inputs, self.feature_names, self.mean = X, names, 0.0
         self.classes = np.asarray([0, 1] if classes is None else classes)
