@@ -60,7 +60,7 @@ MC_IG_POINTS = 5  # IG with 1e5 draws per path node: the first 5 points only
 MC_IG_NODES = 32
 RIEMANN_STEPS = 50
 CAPTUM_STEPS = 50
-REFERENCE_PANELS = 400
+REFERENCE_PANELS = 400  # x 8 Gauss-Legendre nodes
 
 
 def load_problem(name: str, seed: int):
@@ -94,20 +94,32 @@ def joint_moments(posterior, X, full):
 
 
 def reference_expected_gradient(posterior, X):
-    """Composite Gauss-Legendre (REFERENCE_PANELS panels of 8 nodes) of sigma'(f) N(f; m, s2)
-    and sigma''(f) N(f; m, s2) over m +- 12 s: independent of our Gauss-Hermite/trapezoid
-    rules; each panel is at most 24 s / 400 wide, resolving both the Gaussian and sigma'."""
+    """Composite Gauss-Legendre (REFERENCE_PANELS panels of 8 nodes), independent of our
+    Gauss-Hermite and trapezoid rules: over z in [-12, 12] for f = m + s z when s <= 1
+    (the Gaussian is the narrow factor), over f in [-45, 45] when s > 1 (sigma' is, and is
+    below 3e-20 outside); panels at most 0.225 wide resolve both factors."""
     mean, var, grad_mean, grad_cov, _ = joint_moments(posterior, X, False)
     t, w = np.polynomial.legendre.leggauss(8)
+
+    def composite(low, high):
+        edges = np.linspace(low, high, REFERENCE_PANELS + 1)
+        half = 0.5 * np.diff(edges)
+        nodes = (0.5 * (edges[1:] + edges[:-1])[:, None] + half[:, None] * t[None]).ravel()
+        return nodes, (half[:, None] * w[None]).ravel()
+
     s = np.sqrt(var)[:, None]
-    edges = np.linspace(-12.0, 12.0, REFERENCE_PANELS + 1)
-    half = 0.5 * np.diff(edges)
-    z = (0.5 * (edges[1:] + edges[:-1])[:, None] + half[:, None] * t[None]).ravel()
-    weights = (half[:, None] * w[None]).ravel() * np.exp(-0.5 * z**2) / np.sqrt(2 * np.pi)
-    f = mean[:, None] + s * z[None]
+    z, z_weights = composite(-12.0, 12.0)
+    u, u_weights = composite(-45.0, 45.0)
+    narrow = s <= 1.0
+    f = np.where(narrow, mean[:, None] + s * z[None], u[None])
+    density = np.where(
+        narrow, np.exp(-0.5 * z**2)[None] / np.sqrt(2 * np.pi) * z_weights[None],
+        np.exp(-0.5 * ((u[None] - mean[:, None]) / s) ** 2) / (s * np.sqrt(2 * np.pi))
+        * u_weights[None],
+    )
     slope = expit(f) * expit(-f)
-    first = slope @ weights
-    second = (slope * -np.tanh(f / 2)) @ weights
+    first = (slope * density).sum(1)
+    second = (slope * -np.tanh(f / 2) * density).sum(1)
     return first[:, None] * grad_mean + second[:, None] * grad_cov
 
 

@@ -248,7 +248,9 @@ def _describe_link(linked: LinkedPosterior) -> str:
     how = "second-order Taylor (Seitz 2022)" if link.approximation == "taylor" else (
         "closed form" if link.name == "probit" else
         "randomised QMC" if isinstance(link, Softmax)
-        and len(linked.posteriors) > link.max_tensor_classes else "Gauss-Hermite"
+        and len(linked.posteriors) > link.max_tensor_classes else
+        "tensor Gauss-Hermite" if isinstance(link, Softmax) else
+        "Gauss-Hermite / latent trapezoid"
     )
     return f"{link.name} link, class {linked.class_label!r}, {how}"
 
