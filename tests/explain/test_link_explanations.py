@@ -231,3 +231,17 @@ def test_a_mixture_posterior_is_refused_on_the_probability_scale(posterior, poin
     mixture = gx.MixturePosterior([posterior, other], [0.5, 0.5])
     with pytest.raises(TypeError, match="MixturePosterior"):
         gx.integrated_gradients(mixture, points, link="logit")
+
+
+def test_probability_integrated_gradients_are_invariant_to_affine_rescaling(posterior, points):
+    """The same latent function of x' = 2 x + 1 (lengthscales doubled) explains alike."""
+    scale, shift = np.array([2.0, 0.5, 3.0]), np.array([1.0, -2.0, 0.0])
+    kernel = posterior.kernel
+    rescaled = gx.ExactPosterior(posterior.train_inputs * scale + shift,
+                                 posterior.train_targets,
+                                 gx.kernels.RBF(kernel.lengthscale * scale, kernel.variance), 0.3)
+    baseline = np.array([0.5, -0.3, 1.0])
+    original = gx.integrated_gradients(posterior, points, baseline=baseline, link="logit")
+    moved = gx.integrated_gradients(rescaled, points * scale + shift,
+                                    baseline=baseline * scale + shift, link="logit")
+    np.testing.assert_allclose(moved.mean, original.mean, atol=1e-10)
