@@ -216,7 +216,8 @@ def integrated_gradients(
         Explain a class probability p = link(f): the integrated gradients of the expected
         probability, ``(x_k - xt_k) int_0^1 E[d_k p(xt + t (x - xt))] dt`` (expectation and
         path integral commute), by Gauss-Legendre with the node count doubled until
-        ``mean.sum(1) == E[p(x)] - E[p(xt)]`` to 1e-10 (a ``RuntimeWarning`` reports a larger
+        ``mean.sum(1) == E[p(x)] - E[p(xt)]`` to 1e-10 (softmax by randomised QMC, C > 3: to
+        10 standard errors, stated in ``method``; a ``RuntimeWarning`` reports a larger
         gap); ``cov`` is None, ``prediction`` and ``baseline_prediction`` are ``E[p]``;
         ``method`` and ``n_steps`` are not used. Defaults and classes as in ``gx.gradients``.
     output : {"probability", "latent"}, optional
