@@ -245,3 +245,16 @@ def test_probability_integrated_gradients_are_invariant_to_affine_rescaling(post
     moved = gx.integrated_gradients(rescaled, points * scale + shift,
                                     baseline=baseline * scale + shift, link="logit")
     np.testing.assert_allclose(moved.mean, original.mean, atol=1e-10)
+
+
+def test_many_classes_use_randomised_qmc_and_state_its_error(points):
+    """C = 5 > 3: randomised QMC; completeness within 10 standard errors (as documented),
+    the standard error stated in ``method``."""
+    import re
+
+    five = [_posterior(seed, shift=0.2 * seed) for seed in range(5)]
+    result = gx.integrated_gradients(five, points[:2], baseline=np.zeros(3), link="softmax",
+                                     target_class=3)
+    error = float(re.search(r"standard error ([0-9.e+-]+)\)", result.method).group(1))
+    assert 0 < error < 1e-4
+    assert result.completeness_gap()["mean"] <= 1e-10 + 10 * error
