@@ -1,6 +1,6 @@
 """gpexplain: exact, uncertainty-aware explanations of Gaussian-process models."""
 
-from gpexplain import datasets, kernels, metrics, plot, poe
+from gpexplain import datasets, kernels, links, metrics, plot, poe
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
@@ -20,6 +20,7 @@ from gpexplain.persistence import load, save
 from gpexplain.pipeline import CategoricalPipeline, make_pipeline
 from gpexplain.posterior import (
     ExactPosterior,
+    LaplacePosterior,
     MixturePosterior,
     RandomFeaturePosterior,
     VariationalPosterior,
@@ -40,6 +41,7 @@ __all__ = [
     "GPXRegressor",
     "GlobalSensitivity",
     "GlobalShapleyValues",
+    "LaplacePosterior",
     "MixturePosterior",
     "RandomFeatureGPRegressor",
     "RandomFeaturePosterior",
@@ -54,6 +56,7 @@ __all__ = [
     "gradients",
     "integrated_gradients",
     "kernels",
+    "links",
     "load",
     "make_pipeline",
     "measures",

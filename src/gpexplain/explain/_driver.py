@@ -21,12 +21,14 @@ build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
    ``m0 + k(x, Z) a`` and the functional's completeness target;
 5. check every result is finite, and return one ``Attribution``.
 
-Seams left open on purpose (not implemented yet, nothing here anticipates them beyond the
+The **link** step (GP classifiers, ``link=``): class probabilities are not linear in f, so a
+``LinkedPosterior`` takes its own path (``gpexplain.explain._link.explain_linked``): the joint
+Gaussian moments of f and its gradient per point, mapped through the link's expectations
+(``gpexplain.links``), with integrated gradients by an adaptive path rule.
+
+Seam left open on purpose (not implemented yet, nothing here anticipates it beyond the
 shape of ``explain_chunk``):
 
-* a **link** (GP classifiers): a map from each chunk's Gaussian moments ``(mean, cov)`` (and
-  the latent prediction) to moments on the probability scale, applied in ``explain_chunk``
-  right after ``gaussian_moments``;
 * an **executor** (Dask): ``explain_chunk`` depends only on its block of points, the
   posterior and the bound scheme, so a distributed executor replaces ``map_chunks`` with the
   posterior and scheme shipped once and the blocks mapped remotely.
@@ -38,6 +40,7 @@ import numpy as np
 
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
+from gpexplain.explain._link import LinkedPosterior, explain_linked
 from gpexplain.explain._mixture import mixture_attribution
 from gpexplain.functionals.base import LinearFunctional
 from gpexplain.parallel import default_chunk_size, map_chunks
@@ -90,7 +93,9 @@ def explain(
 
     Parameters
     ----------
-    model_or_posterior : fitted estimator or ``Posterior`` / ``MixturePosterior``
+    model_or_posterior : fitted estimator, ``Posterior`` / ``MixturePosterior``, or a
+        ``LinkedPosterior`` (probability-level explanations of a classifier, see
+        ``gpexplain.explain._link.resolve_output``)
     X : array-like (n_points, n_features)
         Query points in the original units (NumPy, pandas or torch).
     functional : LinearFunctional
@@ -117,6 +122,11 @@ def explain(
         A non-finite result (never returned silently).
     """
     check_chunk_size(chunk_size)
+    # -- link step (GP classifiers): probability-level explanations -------------------------
+    if isinstance(model_or_posterior, LinkedPosterior):
+        return explain_linked(model_or_posterior, X, functional, return_cov=return_cov,
+                              chunk_size=chunk_size, caller=caller)
+    # -- end of the link step ---------------------------------------------------------------
     posterior = as_posterior(model_or_posterior)
     if isinstance(posterior, MixturePosterior):
         parts = [

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
+from gpexplain.explain._link import resolve_output
 from gpexplain.explain.integrated_gradients import resolve_baseline
 from gpexplain.functionals.gradient import Gradient
-from gpexplain.posterior import as_posterior
 
 __all__ = ["gradients"]
 
@@ -39,6 +39,10 @@ def gradients(
     baseline=None,
     return_cov: bool = True,
     chunk_size: int | None = None,
+    link=None,
+    output: str | None = None,
+    target_class=None,
+    approximation: str = "quadrature",
 ) -> Attribution:
     """Posterior of the input gradient of a GP regression model, with its full covariance.
 
@@ -82,6 +86,22 @@ def gradients(
         with ``cov=None``.
     chunk_size : int, optional
         Points processed at once (bounds memory); chosen automatically by default.
+    link : {"logit", "probit", "softmax"} or gx.links.Link, optional
+        Explain a class probability ``p = link(f)`` (Seitz 2022, eq. 29-30, exact by Stein's
+        lemma, see ``gx.links``): ``mean`` is ``E[d p(x) / dx_k]``, ``cov`` its posterior
+        covariance (binary links; None for softmax and Taylor), ``prediction`` ``E[p(x)]``.
+        A classifier (``link_``) or ``from_sklearn(GaussianProcessClassifier)`` uses its own
+        link by default; a plain posterior is explained as a regression unless this is given.
+        Softmax takes a list of C per-class posteriors (or a multiclass classifier).
+    output : {"probability", "latent"}, optional
+        Default "probability" when there is a link, else "latent" (the Gaussian gradient of
+        the log-odds of ``classes_[1]``, or of latent ``target_class`` for multiclass).
+    target_class : class label, optional
+        Class whose probability (or latent) is explained; default ``classes_[1]`` for binary
+        models (``classes_[0]`` explains ``1 - p``); required for multiclass.
+    approximation : {"quadrature", "taylor"}, default "quadrature"
+        ``"taylor"``: the paper's second-order Taylor forms (eq. 33 corrected, eq. 37), for
+        comparison only (no covariance).
 
     Returns
     -------
@@ -102,6 +122,8 @@ def gradients(
         a baseline given without ``gradient_x_input=True``, a bad baseline or ``chunk_size``,
         or a kernel without a derivative process (Matern 1/2) or of an unsupported type (the
         message lists the supported kernels).
+        Unknown ``link``/``output``/``approximation``, or a ``target_class`` that is not a
+        class of the model.
     TypeError
         ``model_or_posterior`` is neither a fitted estimator nor a posterior.
     FloatingPointError
@@ -112,7 +134,7 @@ def gradients(
             "baseline applies only to gradient x input; pass gradient_x_input=True, or drop "
             "baseline for plain gradients (which have no reference point)."
         )
-    posterior = as_posterior(model_or_posterior)
+    posterior = resolve_output(model_or_posterior, link, output, target_class, approximation)
     if baseline is not None:
         baseline = resolve_baseline(baseline, posterior.data_inputs, posterior.feature_names)
     return explain(

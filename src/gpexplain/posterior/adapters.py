@@ -15,6 +15,7 @@ from gpexplain._validation import to_numpy
 from gpexplain.kernels import RBF, GPyTorchKernel, as_kernel
 from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.exact import ExactPosterior
+from gpexplain.posterior.laplace import LaplacePosterior
 from gpexplain.posterior.variational import VariationalPosterior
 
 __all__ = ["from_gpytorch", "from_sklearn"]
@@ -183,8 +184,13 @@ def _from_approximate_gp(model, kernel, mean, train_inputs, feature_names):
 
 
 # -- scikit-learn -------------------------------------------------------------------------
-def from_sklearn(gpr, *, feature_names=None) -> ExactPosterior:
-    """The gpexplain posterior of a fitted ``sklearn.gaussian_process.GaussianProcessRegressor``.
+def from_sklearn(gpr, *, feature_names=None) -> ExactPosterior | LaplacePosterior:
+    """The gpexplain posterior of a fitted ``sklearn.gaussian_process.GaussianProcessRegressor``
+    or binary ``GaussianProcessClassifier``.
+
+    A classifier becomes a ``LaplacePosterior`` (see ``_from_sklearn_classifier``): the latent
+    log-odds of ``classes_[1]`` under scikit-learn's own Laplace approximation, carrying
+    ``link="logit"`` so that explanations default to class probabilities.
 
     Parameters
     ----------
@@ -215,10 +221,15 @@ def from_sklearn(gpr, *, feature_names=None) -> ExactPosterior:
         Not fitted, several outputs, a per-sample ``alpha`` with different values, or an
         unsupported Matern nu.
     """
-    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process import GaussianProcessClassifier, GaussianProcessRegressor
 
+    if isinstance(gpr, GaussianProcessClassifier):
+        return _from_sklearn_classifier(gpr, feature_names)
     if not isinstance(gpr, GaussianProcessRegressor):
-        raise TypeError(f"expected a GaussianProcessRegressor, got {type(gpr).__name__}.")
+        raise TypeError(
+            "expected a GaussianProcessRegressor or GaussianProcessClassifier, got "
+            f"{type(gpr).__name__}."
+        )
     if not hasattr(gpr, "X_train_"):
         raise ValueError("the GaussianProcessRegressor is not fitted yet; call fit(X, y) first.")
     y_normalised = np.asarray(gpr.y_train_, dtype=np.float64)
@@ -246,6 +257,42 @@ def from_sklearn(gpr, *, feature_names=None) -> ExactPosterior:
         (white + float(alpha[0])) * y_std**2,
         mean=y_mean,
         feature_names=feature_names,
+    )
+
+
+def _from_sklearn_classifier(gpc, feature_names) -> LaplacePosterior:
+    """A binary ``GaussianProcessClassifier``'s Laplace approximation (Rasmussen and Williams
+    2006, Alg. 3.2): ``Z = X``, ``a = y - pi`` and ``Q`` from ``W`` and ``B``, read from the
+    fitted model (no refit); latent mean and variance equal scikit-learn's
+    ``latent_mean_and_variance``.
+
+    Raises
+    ------
+    ValueError
+        Not fitted, or a multiclass (one-vs-rest / one-vs-one) model: its per-class latents are
+        separate binary problems, not one posterior, and are refused by name.
+    TypeError
+        An unsupported kernel, or a WhiteKernel (a latent white-noise term has no gradient).
+    """
+    if not hasattr(gpc, "base_estimator_"):
+        raise ValueError("the GaussianProcessClassifier is not fitted yet; call fit(X, y) first.")
+    if len(gpc.classes_) != 2:
+        raise ValueError(
+            f"multiclass GaussianProcessClassifier ({len(gpc.classes_)} classes, "
+            f"multi_class={gpc.multi_class!r}) is not supported: its one-vs-rest latents are "
+            "not one posterior; fit a binary model per class, or gx.GPClassifier (softmax)."
+        )
+    binary = gpc.base_estimator_
+    stationary, variance, white = _split_sklearn_kernel(binary.kernel_)
+    if white:
+        raise TypeError(
+            "a WhiteKernel in a GaussianProcessClassifier is not supported (white noise in the "
+            f"latent function has no input gradient); {_SKLEARN_SUPPORTED}"
+        )
+    X = np.asarray(binary.X_train_, dtype=np.float64)
+    return LaplacePosterior(
+        X, binary.y_train_, binary.pi_, _convert_stationary(stationary, variance, X.shape[1]),
+        classes=gpc.classes_, feature_names=feature_names,
     )
 
 

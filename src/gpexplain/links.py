@@ -1,0 +1,612 @@
+"""Gaussian expectations of a classifier's link function and of its derivatives.
+
+A GP classifier predicts through a link: ``p(x) = sigma(f(x))`` (binary: logistic or probit
+sigma, latent f = log-odds of the positive class) or ``p_c(x) = S_c(f_1(x), ..., f_C(x))``
+(softmax over C independent latent GPs). Under the latent Gaussian posterior the class
+probability and its input gradient are not Gaussian; what is exact is their expectation.
+Seitz, *Gradient-based explanations for Gaussian process regression and classification models*
+(2022), Sec. 5, eqs. 27-30, with the corrections of docs/errata.md:
+
+* binary, f ~ N(m, s2), ``g = grad f`` jointly Gaussian with ``E g = mu``,
+  ``Cov(f, g_k) = c_k``, ``Cov(g) = G``; by Stein's lemma (no division by s2)
+
+      E[d p / dx_k]        = mu_k E[sigma'(f)] + c_k E[sigma''(f)],
+
+  and, beyond the paper, the full feature-by-feature second moment (condition g on f and use
+  Stein's lemma twice on ``h = sigma'^2``)
+
+      E[sigma'(f)^2 g g^T] = E[h] (G + mu mu^T) + (mu c^T + c mu^T) E[h'] + c c^T E[h''];
+
+  every expectation is one-dimensional: Gauss-Hermite with the node count doubled until two
+  successive rules agree to 1e-12 (logistic, latent variance <= 1; above, a trapezoid rule in
+  the latent value, its step halved until converged), closed forms (probit:
+  ``E[Phi(f)] = Phi(m / sqrt(1 + s2))`` and its derivatives in m);
+* softmax, independent ``f_j ~ N(m_j, s2_j)`` with gradients ``g_j`` (``Cov(f_j, g_jk) =
+  c_jk``): ``E[d S_c / dx_k] = sum_j mu_jk E[d_j S_c] + c_jk E[d_j^2 S_c]`` with
+  ``d_j S_c = S_c (delta_jc - S_j)`` and ``d_j^2 S_c = S_c ((delta_jc - S_j)^2 - S_j (1 - S_j))``;
+  the C-dimensional expectations by tensor Gauss-Hermite (C <= ``max_tensor_classes``) or
+  randomised quasi-Monte Carlo (scrambled Sobol, ``scipy.stats.qmc``) with a standard error.
+
+``approximation="taylor"`` reproduces the paper's second-order Taylor forms instead (eq. 33 as
+corrected in docs/errata.md: ``sigma'(m) mu_k + (s2/2) sigma'''(m) mu_k + c_k sigma''(m)``;
+eq. 37 for softmax, its Hessian by automatic differentiation), for comparison only: they err
+by more than 10% once s2 approaches 1.
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import cache
+
+import numpy as np
+from scipy.special import expit, log_softmax, ndtr, roots_hermite
+from scipy.stats import qmc
+
+__all__ = ["Link", "Logit", "Probit", "Softmax", "get_link", "LINK_NAMES"]
+
+LINK_NAMES = ("logit", "probit", "softmax")
+APPROXIMATIONS = ("quadrature", "taylor")
+_TOLERANCE = 1e-12
+_BINARY_NODES = (32, 64, 128, 256, 512, 1024)
+_TENSOR_NODES = (8, 16, 32, 64)
+_TENSOR_TOLERANCE = 1e-10
+_MAX_TENSOR_SIZE = 2**21  # float64 node values per batch of points in the tensor rule
+_SQRT_2PI = np.sqrt(2.0 * np.pi)
+# Logistic link, latent variances above this: a trapezoid rule in the latent value instead of
+# Gauss-Hermite (which needs thousands of nodes once the Gaussian is much wider than sigma').
+_WIDE_VARIANCE = 1.0
+_HALF_WIDTH = 40.0  # sigma' and its derivatives are below 5e-18 beyond |f| = 40
+_TRAPEZOID_STEPS = (0.5, 0.25, 0.125, 0.0625)
+
+
+@cache
+def _hermite_rule(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``sqrt(2) x_i`` and weights ``w_i / sqrt(pi)`` of an expectation over N(0, 1).
+
+    scipy's rule, which switches to an asymptotic construction for many nodes (NumPy's
+    ``hermgauss`` overflows above a few hundred)."""
+    nodes, weights = roots_hermite(n_nodes)
+    return np.sqrt(2.0) * nodes, weights / np.sqrt(np.pi)
+
+
+def _check_approximation(approximation: str) -> str:
+    if approximation not in APPROXIMATIONS:
+        raise ValueError(
+            f"approximation must be one of {APPROXIMATIONS}, got {approximation!r}."
+        )
+    return approximation
+
+
+def _as_moments(mean, var, name_mean="mean", name_var="var"):
+    mean = np.asarray(mean, dtype=np.float64)
+    var = np.asarray(var, dtype=np.float64)
+    if mean.shape != var.shape:
+        raise ValueError(
+            f"{name_mean} and {name_var} must have the same shape, got {mean.shape} and "
+            f"{var.shape}."
+        )
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(var))):
+        raise ValueError(f"{name_mean} and {name_var} must be finite.")
+    if np.any(var < 0):
+        raise ValueError(f"{name_var} must be >= 0 (a variance), got min {var.min():g}.")
+    return mean, var
+
+
+def _check_gradient_moments(mean, grad_mean, grad_cov, lead: tuple[int, ...]):
+    grad_mean = np.asarray(grad_mean, dtype=np.float64)
+    grad_cov = np.asarray(grad_cov, dtype=np.float64)
+    if grad_mean.ndim != len(lead) + 1 or grad_mean.shape[:-1] != lead:
+        raise ValueError(
+            f"grad_mean must have shape {lead + ('n_features',)}, got {grad_mean.shape}."
+        )
+    if grad_cov.shape != grad_mean.shape:
+        raise ValueError(
+            f"grad_cov (Cov(f, df/dx_k)) must have the shape of grad_mean {grad_mean.shape}, "
+            f"got {grad_cov.shape}."
+        )
+    if not (np.all(np.isfinite(grad_mean)) and np.all(np.isfinite(grad_cov))):
+        raise ValueError("grad_mean and grad_cov must be finite.")
+    return grad_mean, grad_cov
+
+
+def gauss_hermite_expectations(function, mean: np.ndarray, var: np.ndarray,
+                               tolerance: float = _TOLERANCE, what: str = "expectation"):
+    """``E[function(f)]`` for f ~ N(mean, var) elementwise, by adaptive Gauss-Hermite.
+
+    ``function`` maps an array of latent values (..., n_nodes) to a stacked array
+    (n_outputs, ..., n_nodes). The node count doubles (32 .. 1024) until two successive rules
+    agree to ``tolerance`` everywhere; otherwise a ``RuntimeWarning`` reports the gap.
+
+    Returns
+    -------
+    ndarray (n_outputs, ...)
+    """
+    scale = np.sqrt(var)[..., None]
+
+    def rule(n_nodes):
+        nodes, weights = _hermite_rule(n_nodes)
+        return function(mean[..., None] + scale * nodes) @ weights
+
+    return _refine(_BINARY_NODES, rule, tolerance, lambda n_nodes, gap: (
+        f"Gauss-Hermite {what} did not converge to {tolerance:g} with {n_nodes} nodes "
+        f"(change between the last two rules {gap:.3g}); a latent variance of "
+        f"{float(np.max(var)):.3g} is very wide for the link."
+    ))
+
+
+def _refine(node_counts, rule, tolerance: float, failure):
+    """``rule(n)`` for growing node counts until two successive results agree to
+    ``tolerance``; otherwise the last one, with a ``RuntimeWarning`` ``failure(n, gap)``."""
+    previous = None
+    for n_nodes in node_counts:
+        current = rule(n_nodes)
+        if previous is not None:
+            gap = float(np.max(np.abs(current - previous), initial=0.0))
+            if gap <= tolerance:
+                return current
+        previous = current
+    warnings.warn(failure(n_nodes, gap), RuntimeWarning, stacklevel=4)
+    return current
+
+
+class Link:
+    """A link's Gaussian expectations (abstract base; see ``Logit``, ``Probit``, ``Softmax``).
+
+    Parameters
+    ----------
+    approximation : {"quadrature", "taylor"}, default "quadrature"
+        ``"quadrature"``: the exact expectations (closed form or converged quadrature).
+        ``"taylor"``: the paper's second-order Taylor approximations, for comparison only.
+    """
+
+    name = ""
+
+    def __init__(self, approximation: str = "quadrature"):
+        self.approximation = _check_approximation(approximation)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(approximation={self.approximation!r})"
+
+
+class _BinaryLink(Link):
+    """sigma: R -> (0, 1), explained through E[sigma^(r)(f)] and E[(sigma'^2)^(r)(f)]."""
+
+    def derivatives(self, f: np.ndarray, order: int) -> list[np.ndarray]:
+        """``[sigma(f), sigma'(f), ..., sigma^(order)(f)]`` (order <= 3), in stable forms."""
+        raise NotImplementedError
+
+    def response_expectations(self, mean, var) -> np.ndarray:
+        """``E[sigma^(r)(f)]`` for r = 0, 1, 2, shape (3, ...)."""
+        return self._expect(lambda f: np.stack(self.derivatives(f, 2)), mean, var,
+                            f"{self.name} response", response_row=True)
+
+    def slope_square_expectations(self, mean, var) -> np.ndarray:
+        """``E[h(f)], E[h'(f)], E[h''(f)]`` for ``h = sigma'^2``, shape (3, ...)."""
+
+        def moments(f):
+            _, d1, d2, d3 = self.derivatives(f, 3)
+            return np.stack([d1 * d1, 2.0 * d1 * d2, 2.0 * (d2 * d2 + d1 * d3)])
+
+        return self._expect(moments, mean, var, f"{self.name} slope")
+
+    def _expect(self, function, mean, var, what: str, response_row: bool = False):
+        """``E[function(f)]`` elementwise (see ``gauss_hermite_expectations``); row 0 is
+        ``sigma`` itself when ``response_row``."""
+        return gauss_hermite_expectations(function, mean, var, what=what)
+
+    def expected_response(self, mean, var) -> np.ndarray:
+        """``E[sigma(f)]`` for f ~ N(mean, var), elementwise, shape of ``mean`` (e.g. (n,)).
+
+        Taylor: ``sigma(m) + (var / 2) sigma''(m)``.
+
+        Raises
+        ------
+        ValueError
+            Shapes that differ, non-finite values or a negative variance.
+        """
+        mean, var = _as_moments(mean, var)
+        if self.approximation == "taylor":
+            value, _, second = self.derivatives(mean, 2)
+            return value + 0.5 * var * second
+        return self.response_expectations(mean, var)[0]
+
+    def expected_gradient(self, mean, var, grad_mean, grad_cov) -> np.ndarray:
+        """``E[d sigma(f(x)) / dx_k]`` (Seitz 2022, eq. 29, exact by Stein's lemma).
+
+        Parameters
+        ----------
+        mean, var : array-like (n,)
+            Latent posterior mean and variance of f(x).
+        grad_mean : array-like (n, d)
+            ``E[d f / dx_k]``.
+        grad_cov : array-like (n, d)
+            ``Cov(f(x), d f(x) / dx_k)``.
+
+        Returns
+        -------
+        ndarray (n, d)
+            ``grad_mean E[sigma'(f)] + grad_cov E[sigma''(f)]`` (quadrature), or the corrected
+            eq. 33, ``sigma'(m) mu + (s2/2) sigma'''(m) mu + c sigma''(m)`` (taylor).
+
+        Raises
+        ------
+        ValueError
+            Shapes that do not match, non-finite values or a negative variance.
+        """
+        mean, var = _as_moments(mean, var)
+        grad_mean, grad_cov = _check_gradient_moments(mean, grad_mean, grad_cov, mean.shape)
+        if self.approximation == "taylor":
+            _, first, second, third = self.derivatives(mean, 3)
+            slope = first + 0.5 * var * third
+            return slope[..., None] * grad_mean + second[..., None] * grad_cov
+        _, slope, curvature = self.response_expectations(mean, var)
+        return slope[..., None] * grad_mean + curvature[..., None] * grad_cov
+
+    def gradient_covariance(self, mean, var, grad_mean, grad_cov, grad_grad_cov) -> np.ndarray:
+        """Posterior covariance of ``d sigma(f(x)) / dx`` across features (beyond the paper).
+
+        ``E[sigma'(f)^2 g g^T] - e e^T`` with ``h = sigma'^2`` and the module docstring's
+        identity ``E[h] (G + mu mu^T) + (mu c^T + c mu^T) E[h'] + c c^T E[h'']``; exact (no
+        Taylor form exists in the paper).
+
+        Parameters
+        ----------
+        mean, var : (n,)
+        grad_mean, grad_cov : (n, d)
+        grad_grad_cov : (n, d, d)
+            ``Cov(d f / dx_k, d f / dx_l)`` (the derivative process).
+
+        Returns
+        -------
+        ndarray (n, d, d), symmetric.
+
+        Raises
+        ------
+        ValueError
+            ``approximation="taylor"`` (it approximates means only) or bad shapes.
+        """
+        if self.approximation == "taylor":
+            raise ValueError(
+                "the Taylor approximation gives expected gradients only; use "
+                "approximation='quadrature' for their covariance."
+            )
+        mean, var = _as_moments(mean, var)
+        mu, c = _check_gradient_moments(mean, grad_mean, grad_cov, mean.shape)
+        G = np.asarray(grad_grad_cov, dtype=np.float64)
+        if G.shape != mu.shape + mu.shape[-1:]:
+            raise ValueError(
+                f"grad_grad_cov must have shape {mu.shape + mu.shape[-1:]}, got {G.shape}."
+            )
+        h0, h1, h2 = self.slope_square_expectations(mean, var)
+        expected = self.expected_gradient(mean, var, mu, c)
+        outer = lambda a, b: a[..., :, None] * b[..., None, :]  # noqa: E731
+        second = (
+            h0[..., None, None] * (G + outer(mu, mu))
+            + h1[..., None, None] * (outer(mu, c) + outer(c, mu))
+            + h2[..., None, None] * outer(c, c)
+        )
+        cov = second - outer(expected, expected)
+        return 0.5 * (cov + np.swapaxes(cov, -1, -2))
+
+
+class Logit(_BinaryLink):
+    """Logistic link ``sigma(f) = 1 / (1 + exp(-f))``; expectations by Gauss-Hermite (latent
+    variance <= 1) or a trapezoid rule in the latent value (wider; see ``_expect``).
+
+    The derivatives are polynomials in sigma (docs/errata.md corrects eq. 34, which writes
+    derivatives where powers belong): ``sigma' = sigma (1 - sigma)``,
+    ``sigma'' = sigma' (1 - 2 sigma)``, ``sigma''' = sigma' (1 - 6 sigma')``, evaluated as
+    ``expit(f) expit(-f)`` and ``-tanh(f / 2)`` so that no digits cancel in the tails.
+    """
+
+    name = "logit"
+
+    def _expect(self, function, mean, var, what, response_row=False):
+        """Gauss-Hermite for latent variances up to 1; above, the trapezoid rule in the latent
+        value u over [-40, 40] of ``function(u) N(u; m, s2)``, whose rows (derivatives of
+        sigma, all decaying like exp(-|u|)) are analytic in the strip |Im u| < pi, so the rule
+        converges geometrically as its step halves (0.5 .. 0.0625, until two steps agree to
+        1e-12). The response itself does not decay; its row uses
+        ``E[sigma(f)] = int sigma'(u) Phi((m - u) / s) du`` (sigma is the CDF of the logistic
+        distribution, so this is P(L < f) for an independent logistic L)."""
+        shape = np.shape(mean)
+        mean, var = np.ravel(mean), np.ravel(var)
+        wide = var > _WIDE_VARIANCE
+        parts = {}
+        if np.any(~wide):
+            parts[False] = gauss_hermite_expectations(function, mean[~wide], var[~wide],
+                                                      what=what)
+        if np.any(wide):
+            m, s = mean[wide][:, None], np.sqrt(var[wide])[:, None]
+
+            def rule(step):
+                u = np.arange(-_HALF_WIDTH, _HALF_WIDTH + 0.5 * step, step)
+                u = np.broadcast_to(u, (len(m), len(u)))
+                density = np.exp(-0.5 * ((u - m) / s) ** 2) / (s * _SQRT_2PI)
+                values = function(u) * density
+                if response_row:
+                    values[0] = expit(u) * expit(-u) * ndtr((m - u) / s)
+                return values.sum(-1) * step
+
+            parts[True] = _refine(_TRAPEZOID_STEPS, rule, _TOLERANCE, lambda n, gap: (
+                f"trapezoid {what} did not converge to {_TOLERANCE:g} at step {n} (last "
+                f"change {gap:.3g})."
+            ))
+        first = next(iter(parts.values()))
+        out = np.empty((first.shape[0], len(mean)))
+        for is_wide, values in parts.items():
+            out[:, wide == is_wide] = values
+        return out.reshape((first.shape[0],) + shape)
+
+    def derivatives(self, f, order):
+        values = [expit(f)]
+        slope = expit(f) * expit(-f)
+        values += [slope, slope * -np.tanh(0.5 * f), slope * (1.0 - 6.0 * slope)][:order]
+        return values
+
+
+class Probit(_BinaryLink):
+    """Probit link ``Phi(f)`` (standard normal CDF); every expectation in closed form.
+
+    With ``t = 1 + s2``, ``z = m / sqrt(t)``: ``E[Phi(f)] = Phi(z)`` and, differentiating in m,
+    ``E[Phi'(f)] = phi(z) / sqrt(t)``, ``E[Phi''(f)] = -z phi(z) / t``. For ``h = phi^2``,
+    ``E[h(f)] = exp(-m^2 / u) / (2 pi sqrt(u))`` with ``u = 1 + 2 s2``, and
+    ``E[h'] = -2 m / u E[h]``, ``E[h''] = (4 m^2 / u^2 - 2 / u) E[h]``.
+    """
+
+    name = "probit"
+
+    def derivatives(self, f, order):
+        density = np.exp(-0.5 * f * f) / _SQRT_2PI
+        return [ndtr(f), density, -f * density, (f * f - 1.0) * density][: order + 1]
+
+    def response_expectations(self, mean, var):
+        t = 1.0 + var
+        z = mean / np.sqrt(t)
+        density = np.exp(-0.5 * z * z) / _SQRT_2PI
+        return np.stack([ndtr(z), density / np.sqrt(t), -z * density / t])
+
+    def slope_square_expectations(self, mean, var):
+        u = 1.0 + 2.0 * var
+        h0 = np.exp(-mean * mean / u) / (2.0 * np.pi * np.sqrt(u))
+        return np.stack([h0, -2.0 * mean / u * h0, (4.0 * mean**2 / u**2 - 2.0 / u) * h0])
+
+
+class Softmax(Link):
+    """Softmax over C independent latent GPs, ``S_c(f) = exp(f_c) / sum_j exp(f_j)``.
+
+    Parameters
+    ----------
+    approximation : {"quadrature", "taylor"}, default "quadrature"
+        ``"taylor"``: Seitz (2022) eq. 37, the Hessian diagonal of eq. 36 at the latent means
+        by automatic differentiation (torch).
+    max_tensor_classes : int, default 3
+        Up to this many classes, tensor-product Gauss-Hermite (node count per class doubled
+        8 .. 64 until successive rules agree to 1e-10); above it, randomised quasi-Monte Carlo.
+    n_qmc : int, default 4096
+        Scrambled Sobol points per replicate (a power of 2).
+    n_replicates : int, default 8
+        Independent scramblings; the spread of their means gives the standard error.
+    seed : int, default 0
+        Seed of the scramblings (results are reproducible).
+
+    Attributes
+    ----------
+    standard_error_ : float
+        After a call by randomised QMC: the largest standard error of the returned values
+        (0.0 for the tensor rule and Taylor, which are deterministic).
+    """
+
+    name = "softmax"
+
+    def __init__(self, approximation: str = "quadrature", max_tensor_classes: int = 3,
+                 n_qmc: int = 4096, n_replicates: int = 8, seed: int = 0):
+        super().__init__(approximation)
+        for label, value, low in (("max_tensor_classes", max_tensor_classes, 1),
+                                  ("n_qmc", n_qmc, 2), ("n_replicates", n_replicates, 2)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+                raise ValueError(f"{label} must be an integer >= {low}, got {value!r}.")
+        if n_qmc & (n_qmc - 1):
+            raise ValueError(f"n_qmc must be a power of 2 (Sobol balance), got {n_qmc}.")
+        self.max_tensor_classes = int(max_tensor_classes)
+        self.n_qmc, self.n_replicates, self.seed = int(n_qmc), int(n_replicates), seed
+        self.standard_error_ = 0.0
+
+    # -- the C-dimensional expectation ------------------------------------------------------
+    def _expect(self, function, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+        """``E[function(f)]`` over independent f_j ~ N(mean_j, var_j); function maps
+        (n, N, C) latent samples to (n, K, N) values; returns (n, K)."""
+        C = mean.shape[1]
+        if C <= self.max_tensor_classes:
+            self.standard_error_ = 0.0
+            return self._tensor_rule(function, mean, var)
+        return self._quasi_monte_carlo(function, mean, var)
+
+    def _tensor_rule(self, function, mean, var):
+        C = mean.shape[1]
+
+        def rule(n_nodes):
+            nodes, weights = _hermite_rule(n_nodes)
+            grid = np.stack(np.meshgrid(*([nodes] * C), indexing="ij"), -1).reshape(-1, C)
+            grid_weights = np.prod(
+                np.stack(np.meshgrid(*([weights] * C), indexing="ij"), -1).reshape(-1, C), 1
+            )
+            batch = max(1, _MAX_TENSOR_SIZE // (len(grid) * C))
+            return np.concatenate([
+                function(mean[i:i + batch, None, :]
+                         + np.sqrt(var[i:i + batch, None, :]) * grid[None]) @ grid_weights
+                for i in range(0, len(mean), batch)
+            ])
+
+        return _refine(_TENSOR_NODES, rule, _TENSOR_TOLERANCE, lambda n_nodes, gap: (
+            f"tensor Gauss-Hermite over {C} classes did not converge to "
+            f"{_TENSOR_TOLERANCE:g} with {n_nodes} nodes per class (last change {gap:.3g})."
+        ))
+
+    def _quasi_monte_carlo(self, function, mean, var):
+        from scipy.special import ndtri
+
+        C = mean.shape[1]
+        rng = np.random.default_rng(self.seed)
+        replicates = []
+        for _ in range(self.n_replicates):
+            uniform = qmc.Sobol(C, scramble=True, seed=rng).random(self.n_qmc)
+            normal = ndtri(np.clip(uniform, 1e-300, 1.0 - 1e-16))
+            batch = max(1, _MAX_TENSOR_SIZE // (self.n_qmc * C))
+            replicates.append(np.concatenate([
+                function(mean[i:i + batch, None, :]
+                         + np.sqrt(var[i:i + batch, None, :]) * normal[None]).mean(-1)
+                for i in range(0, len(mean), batch)
+            ]))
+        replicates = np.stack(replicates)
+        self.standard_error_ = float(
+            np.max(replicates.std(0, ddof=1), initial=0.0) / np.sqrt(self.n_replicates)
+        )
+        return replicates.mean(0)
+
+    # -- public contract --------------------------------------------------------------------
+    def _check(self, mean, var, target_class=None):
+        mean, var = _as_moments(mean, var)
+        if mean.ndim != 2 or mean.shape[1] < 2:
+            raise ValueError(
+                f"softmax mean and var must have shape (n, C) with C >= 2 classes, got "
+                f"{mean.shape}."
+            )
+        if target_class is not None and (
+            isinstance(target_class, bool) or not isinstance(target_class, int | np.integer)
+            or not 0 <= target_class < mean.shape[1]
+        ):
+            raise ValueError(
+                f"target_class must be a class index in 0..{mean.shape[1] - 1}, got "
+                f"{target_class!r}."
+            )
+        return mean, var
+
+    def expected_response(self, mean, var) -> np.ndarray:
+        """``E[S(f)]`` for independent f_j ~ N(mean_j, var_j), shape (n, C).
+
+        Parameters
+        ----------
+        mean, var : array-like (n, C)
+
+        Raises
+        ------
+        ValueError
+            Bad shapes (C < 2), non-finite values or negative variances.
+        """
+        mean, var = self._check(mean, var)
+        if self.approximation == "taylor":
+            _, second, _ = _softmax_derivatives_torch(mean)
+            return np.exp(log_softmax(mean, axis=1)) + 0.5 * np.einsum(
+                "pcii,pi->pc", second, var
+            )
+        return self._expect(lambda f: np.swapaxes(np.exp(log_softmax(f, axis=-1)), 1, 2),
+                            mean, var)
+
+    def expected_gradient(self, mean, var, grad_mean, grad_cov, target_class: int) -> np.ndarray:
+        """``E[d S_c(f(x)) / dx_k]`` of class ``target_class`` (Seitz 2022, eq. 30).
+
+        Parameters
+        ----------
+        mean, var : array-like (n, C)
+        grad_mean : array-like (n, C, d)
+            ``E[d f_j / dx_k]``.
+        grad_cov : array-like (n, C, d)
+            ``Cov(f_j(x), d f_j(x) / dx_k)``.
+        target_class : int
+            Index c of the class in 0..C-1.
+
+        Returns
+        -------
+        ndarray (n, d)
+            ``sum_j grad_mean_j E[d_j S_c] + grad_cov_j E[d_j^2 S_c]`` (quadrature or RQMC,
+            see ``standard_error_``), or eq. 37 (taylor).
+
+        Raises
+        ------
+        ValueError
+            Bad shapes, values, or ``target_class``.
+        """
+        mean, var = self._check(mean, var, target_class)
+        mu, c = _check_gradient_moments(mean, grad_mean, grad_cov, mean.shape)
+        if self.approximation == "taylor":
+            return _softmax_taylor_gradient(mean, var, mu, c, int(target_class))
+        first, second = self.slope_expectations(mean, var, int(target_class))
+        return self.chain(first, second, mu, c)
+
+    @staticmethod
+    def chain(first, second, grad_mean, grad_cov) -> np.ndarray:
+        """Stein's lemma per latent: ``sum_j grad_mean_j E[d_j S_c] + grad_cov_j E[d_j^2 S_c]``
+        from the slope expectations (n, C) and gradient moments (n, C, d); returns (n, d)."""
+        return (np.einsum("pj,pjk->pk", first, grad_mean)
+                + np.einsum("pj,pjk->pk", second, grad_cov))
+
+    def slope_expectations(self, mean, var, target_class: int):
+        """``E[d_j S_c(f)]`` and ``E[d_j^2 S_c(f)]``, each (n, C)."""
+        return self.class_expectations(mean, var, target_class)[1:]
+
+    def class_expectations(self, mean, var, target_class: int):
+        """``E[S_c(f)]`` (n,), ``E[d_j S_c(f)]`` and ``E[d_j^2 S_c(f)]`` (n, C), in one pass
+        over the nodes (what a probability-level explanation needs at each point)."""
+        C = mean.shape[1]
+        onehot = np.eye(C)[target_class]
+
+        def slopes(f):
+            S = np.exp(log_softmax(f, axis=-1))  # (n, N, C)
+            delta = onehot - S
+            Sc = S[..., target_class:target_class + 1]
+            return np.swapaxes(np.concatenate(
+                [Sc, Sc * delta, Sc * (delta * delta - S * (1.0 - S))], axis=-1
+            ), 1, 2)  # (n, 1 + 2C, N)
+
+        values = self._expect(slopes, mean, var)
+        return values[:, 0], values[:, 1:C + 1], values[:, C + 1:]
+
+
+def _softmax_derivatives_torch(mean: np.ndarray):
+    """Jacobian, Hessian and third-derivative tensors of S at each row of ``mean`` by autograd:
+    shapes (n, C, C), (n, C, C, C), (n, C, C, C, C) (output class first)."""
+    import torch
+    from torch.func import jacfwd, jacrev, vmap
+
+    def softmax(f):
+        return torch.softmax(f, dim=-1)
+
+    first = jacrev(softmax)
+    second = jacfwd(first)
+    third = jacfwd(second)
+    f = torch.as_tensor(mean, dtype=torch.float64)
+    return tuple(vmap(fn)(f).numpy() for fn in (first, second, third))
+
+
+def _softmax_taylor_gradient(mean, var, mu, c, target_class):
+    """Eq. 37: kappa(m) + 1/2 sum_i H_ii(m) s2_i, where kappa (eq. 36) is
+    ``sum_j d_j S_c(f) (mu_j + c_j / s2_j (f_j - m_j))``. Its second derivative in f_i at m is
+    ``sum_j mu_j d_i^2 d_j S_c + 2 (c_i / s2_i) d_i^2 S_c``, so the s2_i cancel."""
+    first, second, third = (t[:, target_class] for t in _softmax_derivatives_torch(mean))
+    hessian_diagonal = np.einsum("pii->pi", second)
+    kappa = np.einsum("pj,pjk->pk", first, mu)
+    curvature = 0.5 * np.einsum("pi,pjk,pjii->pk", var, mu, third)
+    return kappa + curvature + np.einsum("pi,pik->pk", hessian_diagonal, c)
+
+
+def get_link(link) -> Link:
+    """A ``Link`` from a name ("logit", "probit", "softmax") or a ``Link`` instance.
+
+    Raises
+    ------
+    ValueError
+        Unknown name.
+    TypeError
+        Neither a name nor a ``Link``.
+    """
+    if isinstance(link, Link):
+        return link
+    if isinstance(link, str):
+        classes = {"logit": Logit, "probit": Probit, "softmax": Softmax}
+        if link not in classes:
+            raise ValueError(f"unknown link {link!r}; use one of {LINK_NAMES}.")
+        return classes[link]()
+    raise TypeError(
+        f"link must be one of {LINK_NAMES} or a gx.links.Link, got {type(link).__name__}."
+    )

@@ -1,0 +1,202 @@
+"""gx.links: Gaussian expectations of classifier links against independent references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpexplain import links
+from tests.reference import link_expectations_mpmath as ref
+
+CASES = [(-3.0, 0.01), (0.4, 0.5), (-0.7, 9.0), (2.0, 25.0), (-4.0, 150.0)]
+MU = np.array([0.8, -1.3])
+C = np.array([0.35, -0.2])
+
+
+def _joint(s2):
+    """A valid joint covariance of (f, g1, g2) with Var f = s2 (c scaled to stay PSD)."""
+    c = C * np.sqrt(s2)
+    G = np.array([[1.0, 0.3], [0.3, 0.7]])
+    return c, G
+
+
+@pytest.mark.parametrize("name", ["logit", "probit"])
+@pytest.mark.parametrize(("m", "s2"), CASES)
+def test_binary_expectations_match_mpmath(name, m, s2):
+    link = links.get_link(name)
+    c, G = _joint(s2)
+    mean, var = np.array([m]), np.array([s2])
+    assert link.expected_response(mean, var)[0] == pytest.approx(
+        ref.expected_response(name, m, s2), abs=1e-11)
+    expected = ref.expected_gradient(name, m, s2, MU, c)
+    np.testing.assert_allclose(link.expected_gradient(mean, var, MU[None], c[None])[0],
+                               expected, rtol=0, atol=1e-11)
+    second = ref.gradient_second_moment(name, m, s2, MU, c, G)
+    cov = link.gradient_covariance(mean, var, MU[None], c[None], G[None])[0]
+    np.testing.assert_allclose(cov, second - np.outer(expected, expected), rtol=0, atol=1e-11)
+
+
+def test_gradient_moments_match_monte_carlo_over_joint_samples():
+    """Monte Carlo over joint (f, g) samples: every entry within 5 standard errors."""
+    rng = np.random.default_rng(1)
+    m, s2 = 0.6, 1.7
+    c, G = _joint(s2)
+    joint = np.block([[np.array([[s2]]), c[None]], [c[:, None], G]])
+    samples = rng.multivariate_normal(np.r_[m, MU], joint, size=400_000)
+    f, g = samples[:, 0], samples[:, 1:]
+    slope = 1.0 / (4.0 * np.cosh(f / 2.0) ** 2)
+    values = slope[:, None] * g
+    link = links.Logit()
+    mean = link.expected_gradient([m], [s2], MU[None], c[None])[0]
+    z = (values.mean(0) - mean) / (values.std(0) / np.sqrt(len(f)))
+    assert np.all(np.abs(z) < 5), z
+    cov = link.gradient_covariance([m], [s2], MU[None], c[None], G[None])[0]
+    centred = values - mean
+    products = centred[:, :, None] * centred[:, None, :]
+    z_cov = (products.mean(0) - cov) / (products.std(0) / np.sqrt(len(f)))
+    assert np.all(np.abs(z_cov) < 5), z_cov
+
+
+def test_zero_variance_is_the_plug_in_gradient():
+    link = links.Logit()
+    m = np.array([0.3])
+    slope = np.exp(-0.3) / (1 + np.exp(-0.3)) ** 2
+    np.testing.assert_allclose(link.expected_gradient(m, [0.0], MU[None], C[None] * 0)[0],
+                               slope * MU, rtol=1e-13)
+    assert link.expected_response(m, [0.0])[0] == pytest.approx(1 / (1 + np.exp(-0.3)))
+
+
+@pytest.mark.parametrize("name", ["logit", "probit"])
+def test_taylor_is_the_corrected_eq33(name):
+    """sigma'(m) mu + (s2/2) sigma'''(m) mu + c sigma''(m), derivatives by mpmath."""
+    m, s2 = 0.7, 0.3
+    link = links.get_link(name)
+    taylor = type(link)(approximation="taylor")
+    d1, d2, d3 = (float(ref.sigma_derivative(name, m, k)) for k in (1, 2, 3))
+    expected = d1 * MU + 0.5 * s2 * d3 * MU + C * d2
+    np.testing.assert_allclose(taylor.expected_gradient([m], [s2], MU[None], C[None])[0],
+                               expected, rtol=1e-10)
+    d0 = float(ref.sigma_derivative(name, m, 0))
+    assert taylor.expected_response([m], [s2])[0] == pytest.approx(d0 + 0.5 * s2 * d2, rel=1e-10)
+
+
+def test_taylor_errs_once_the_latent_variance_nears_one():
+    exact, taylor = links.Logit(), links.Logit(approximation="taylor")
+    mu, c = np.array([[1.0]]), np.array([[0.0]])
+    small = [exact.expected_gradient([0.5], [s2], mu, c)[0, 0] for s2 in (0.01,)]
+    close = taylor.expected_gradient([0.5], [0.01], mu, c)[0, 0]
+    assert abs(close / small[0] - 1) < 1e-4
+    for s2 in (1.5, 3.0):
+        truth = exact.expected_gradient([0.5], [s2], mu, c)[0, 0]
+        approx = taylor.expected_gradient([0.5], [s2], mu, c)[0, 0]
+        assert abs(approx / truth - 1) > 0.10, (s2, approx, truth)
+    # and flips the sign for s2 ~ 5: 0.25 + 2.5 sigma'''(0) = 0.25 - 0.3125 < 0
+    assert taylor.expected_gradient([0.0], [5.0], mu, c)[0, 0] < 0
+    assert exact.expected_gradient([0.0], [5.0], mu, c)[0, 0] > 0
+
+
+# -- softmax ---------------------------------------------------------------------------------
+def _brute_force_softmax(mean, var, mu, c, target, n_nodes):
+    """Tensor Gauss-Legendre over +-10 sd per class, the gradient through E[g_j | f_j]."""
+    t, w = np.polynomial.legendre.leggauss(n_nodes)
+    C_ = len(mean)
+    axes = [mean[j] + 10 * np.sqrt(var[j]) * t for j in range(C_)]
+    weights = [10 * np.sqrt(var[j]) * w * np.exp(-0.5 * (axes[j] - mean[j]) ** 2 / var[j])
+               / np.sqrt(2 * np.pi * var[j]) for j in range(C_)]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1)
+    weight = np.ones(grid.shape[:-1])
+    for j in range(C_):
+        shape = [1] * C_
+        shape[j] = n_nodes
+        weight = weight * weights[j].reshape(shape)
+    exp = np.exp(grid - grid.max(-1, keepdims=True))
+    S = exp / exp.sum(-1, keepdims=True)
+    response = (S * weight[..., None]).reshape(-1, C_).sum(0)
+    gradient = np.zeros(mu.shape[1])
+    for j in range(C_):
+        dS = S[..., target] * ((j == target) - S[..., j])
+        conditional = mu[j][None] + c[j][None] * ((grid[..., j] - mean[j]) / var[j]).reshape(-1, 1)
+        gradient += np.einsum("n,nk->k", (dS * weight).reshape(-1), conditional)
+    return response, gradient
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_softmax_matches_brute_force_tensor_quadrature(n_classes):
+    rng = np.random.default_rng(n_classes)
+    mean = rng.normal(size=n_classes)
+    var = rng.uniform(0.2, 1.5, n_classes)
+    mu = rng.normal(size=(n_classes, 2))
+    c = 0.3 * rng.normal(size=(n_classes, 2)) * np.sqrt(var)[:, None]
+    link = links.Softmax()
+    for target in range(n_classes):
+        response, gradient = _brute_force_softmax(mean, var, mu, c, target,
+                                                  200 if n_classes == 2 else 120)
+        np.testing.assert_allclose(link.expected_response(mean[None], var[None])[0], response,
+                                   atol=1e-10)
+        np.testing.assert_allclose(
+            link.expected_gradient(mean[None], var[None], mu[None], c[None], target)[0],
+            gradient, atol=1e-9)
+
+
+def test_two_class_softmax_is_the_logit_of_the_difference():
+    """S_1(f0, f1) = sigma(f1 - f0): exact and Taylor forms both reduce to the binary link."""
+    mean, var = np.array([[0.3, -0.4]]), np.array([[0.6, 0.9]])
+    mu = np.array([[[0.5, -1.0], [1.2, 0.4]]])
+    c = np.array([[[0.1, 0.2], [-0.3, 0.05]]])
+    for approximation in ("quadrature", "taylor"):
+        soft = links.Softmax(approximation=approximation)
+        logit = links.Logit(approximation=approximation)
+        diff_m, diff_v = mean[:, 1] - mean[:, 0], var.sum(1)
+        np.testing.assert_allclose(soft.expected_response(mean, var)[:, 1],
+                                   logit.expected_response(diff_m, diff_v), atol=1e-10)
+        np.testing.assert_allclose(
+            soft.expected_gradient(mean, var, mu, c, 1),
+            logit.expected_gradient(diff_m, diff_v, mu[:, 1] - mu[:, 0], c[:, 1] + c[:, 0]),
+            atol=1e-10)
+
+
+def test_randomised_qmc_reports_a_standard_error_that_covers_the_exact_value():
+    rng = np.random.default_rng(4)
+    mean, var = rng.normal(size=(2, 3)), rng.uniform(0.2, 1.0, (2, 3))
+    mu, c = rng.normal(size=(2, 3, 3)), 0.2 * rng.normal(size=(2, 3, 3))
+    exact = links.Softmax().expected_gradient(mean, var, mu, c, 2)
+    qmc = links.Softmax(max_tensor_classes=2)
+    estimate = qmc.expected_gradient(mean, var, mu, c, 2)
+    assert 0 < qmc.standard_error_ < 1e-3
+    assert np.max(np.abs(estimate - exact)) < 6 * qmc.standard_error_
+
+
+def test_probabilities_sum_to_one():
+    mean, var = np.array([[0.1, 2.0, -1.0]]), np.array([[0.5, 2.0, 0.1]])
+    assert links.Softmax().expected_response(mean, var).sum() == pytest.approx(1, abs=1e-10)
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match="var must be >= 0"):
+        links.Logit().expected_response([0.0], [-1.0])
+    with pytest.raises(ValueError, match="grad_cov"):
+        links.Logit().expected_gradient([0.0], [1.0], [[1.0, 2.0]], [[1.0]])
+    with pytest.raises(ValueError, match="target_class"):
+        links.Softmax().expected_gradient([[0, 1]], [[1, 1]], np.ones((1, 2, 1)),
+                                          np.ones((1, 2, 1)), 2)
+    with pytest.raises(ValueError, match="approximation"):
+        links.Probit(approximation="laplace")
+    with pytest.raises(ValueError, match="unknown link"):
+        links.get_link("tanh")
+    with pytest.raises(ValueError, match="covariance"):
+        links.Logit(approximation="taylor").gradient_covariance(
+            [0.0], [1.0], [[1.0]], [[0.0]], [[[1.0]]])
+
+
+def test_narrow_and_wide_latents_in_one_call_match_one_by_one():
+    """Latent variances on both sides of the switch between Gauss-Hermite and the trapezoid
+    rule, batched, equal the same points computed alone."""
+    link = links.Logit()
+    mean, var = np.array([0.3, -2.0, 5.0, 0.0]), np.array([0.2, 1.0, 40.0, 3.0])
+    mu, c = np.tile(MU, (4, 1)), np.tile(C, (4, 1))
+    together = link.expected_gradient(mean, var, mu, c)
+    alone = np.vstack([link.expected_gradient(mean[i:i + 1], var[i:i + 1], mu[i:i + 1],
+                                              c[i:i + 1]) for i in range(4)])
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-12)
+    assert ref.expected_response("logit", 5.0, 40.0) == pytest.approx(
+        link.expected_response(mean, var)[2], abs=1e-11)
