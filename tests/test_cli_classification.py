@@ -93,6 +93,14 @@ def test_binary_text_target_gets_per_class_outputs(tmp_path):
     latent = fitted.decision_function(features.iloc[:3])
     expected = latent - summary["baseline"]["prediction"]["malignant"]
     np.testing.assert_allclose(per_row.to_numpy(), expected, atol=1e-6)
+    # The probability-level column sums to E[p(row)] - E[p(baseline)], and E[p(row)] is the
+    # model's own predicted probability of the class.
+    probability = table.groupby("point")["probability_attribution"].sum().to_numpy()
+    expected_p = np.asarray(summary["expected_probability"]["malignant"])
+    baseline_p = summary["baseline_expected_probability"]["malignant"]
+    np.testing.assert_allclose(probability, expected_p - baseline_p, atol=1e-10)
+    np.testing.assert_allclose(expected_p, fitted.predict_proba(features.iloc[:3])[:, 1],
+                               atol=1e-10)
 
 
 def test_integer_coded_classes_and_task_override(tmp_path):

@@ -25,6 +25,7 @@ __all__ = [
     "file_label",
     "json_label",
     "explain_by_class",
+    "probability_by_class",
     "guess_task",
     "holdout_metrics",
 ]
@@ -117,6 +118,19 @@ def explain_by_class(model, X, baseline) -> dict:
     return {
         label: integrated_gradients(posterior, X, baseline=baseline)
         for label, posterior in latents
+    }
+
+
+def probability_by_class(model, X, baseline) -> dict:
+    """Integrated gradients of the expected class probability E[p_c(x)] per explained class
+    (the classes of ``explain_by_class``): ``{class label: Attribution}``, means only (the
+    probability-level explanation has no covariance yet; its intervals are the latent's)."""
+    from gpexplain.explain import integrated_gradients
+
+    labels = model.classes_ if model.link_ == "softmax" else [model.classes_[1]]
+    return {
+        label: integrated_gradients(model, X, baseline=baseline, target_class=label)
+        for label in labels
     }
 
 

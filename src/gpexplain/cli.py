@@ -448,13 +448,15 @@ def _run(
         start = time.perf_counter()
         try:
             if task == "classification":  # one Attribution per explained class
-                attr = {
-                    label: encoder.group(encoded, X.iloc[positions])
-                    for label, encoded in _cli_classification.explain_by_class(
+                attr, extras = {}, {"probability": {}}
+                for level, by_class in (
+                    (attr, _cli_classification.explain_by_class),
+                    (extras["probability"], _cli_classification.probability_by_class),
+                ):
+                    for label, encoded in by_class(
                         model, X_model.iloc[positions], baseline_value
-                    ).items()
-                }
-                extras = {}
+                    ).items():
+                        level[label] = encoder.group(encoded, X.iloc[positions])
             else:
                 encoded_attr, extras = _cli_models.explain(
                     choice, model, X_model.iloc[positions], baseline_value
@@ -482,8 +484,8 @@ def _run(
     explained = [row_labels[p] for p in positions]
     if task == "classification":
         _write_classification(
-            model, attr, X, data_label, frame.shape, target, choice, rows, explained,
-            baseline_label, holdout_summary, timings, out, stdout,
+            model, attr, extras["probability"], X, data_label, frame.shape, target, choice, rows,
+            explained, baseline_label, holdout_summary, timings, out, stdout,
         )
         return
     written = ["attributions.csv", "summary.json", "attributions.png", "importance.png"]
@@ -542,12 +544,17 @@ def _attribution_table(attr, explained: list, value_name: str = "attribution") -
 
 
 def _write_classification(
-    model, attributions: dict, X, data_label, shape, target, choice, rows_spec, explained,
-    baseline_label, holdout_summary, timings, out: Path, stdout: Console,
+    model, attributions: dict, probabilities: dict, X, data_label, shape, target, choice,
+    rows_spec, explained, baseline_label, holdout_summary, timings, out: Path, stdout: Console,
 ) -> None:
     """Outputs of the classification mode: ``attributions.csv`` with a ``class`` column,
     ``summary.json`` with held-out accuracy, log loss and Brier score instead of R^2, and
-    ``attributions_<class>.png`` / ``importance_<class>.png`` per explained class."""
+    ``attributions_<class>.png`` / ``importance_<class>.png`` per explained class.
+
+    ``attributions`` (latent level, exact Gaussians: the ``attribution``/``std``/interval
+    columns and the figures) and ``probabilities`` (integrated gradients of E[p], the
+    ``probability_attribution`` column, summing to E[p(x)] - E[p(baseline)]) share classes,
+    points and features in the same order."""
     from types import SimpleNamespace
 
     names = list(X.columns)
@@ -556,6 +563,8 @@ def _write_classification(
     for label, attr in attributions.items():
         table = _attribution_table(attr, explained)
         table.insert(1, "class", labels[label])
+        table.insert(table.columns.get_loc("attribution") + 1, "probability_attribution",
+                     probabilities[label].mean.ravel())
         tables.append(table)
     pd.concat(tables, ignore_index=True).to_csv(out / "attributions.csv", index=False)
 
@@ -588,6 +597,18 @@ def _write_classification(
         "completeness_gap": {
             str(labels[label]): {key: attr.completeness_gap()[key] for key in ("mean", "variance")}
             for label, attr in attributions.items()
+        },
+        "probability_completeness_gap": {
+            str(labels[label]): attr.completeness_gap()["mean"]
+            for label, attr in probabilities.items()
+        },
+        "expected_probability": {
+            str(labels[label]): [float(p) for p in attr.prediction]
+            for label, attr in probabilities.items()
+        },
+        "baseline_expected_probability": {
+            str(labels[label]): float(attr.baseline_prediction)
+            for label, attr in probabilities.items()
         },
     })
     if summary["baseline"] is not None:

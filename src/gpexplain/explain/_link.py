@@ -175,7 +175,7 @@ def resolve_output(model_or_posterior, link=None, output=None, target_class=None
             "needs one per class (C >= 2), logit/probit exactly one."
         )
     index = _class_index(classes, target_class, None if multiclass else 1)
-    return LinkedPosterior(posteriors, chosen, index, np.asarray(classes)[index].item())
+    return LinkedPosterior(posteriors, chosen, index, np.asarray(classes).tolist()[index])
 
 
 # -- joint Gaussian moments of f(x) and grad f(x) ---------------------------------------------
