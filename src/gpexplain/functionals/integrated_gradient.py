@@ -231,7 +231,9 @@ class StationaryQuadrature(_Quadrature):
         return stationary_cross(self.torch_kernel, self.leaves, X, baseline, self.Z, n_steps)
 
     def path_prior(self, X, baseline):
-        return stationary_prior(self.torch_kernel, X, baseline, self.functional.n_steps)
+        return stationary_prior(
+            self.torch_kernel, X, baseline, self.functional.n_steps, self.leaves
+        )
 
 
 class PlainQuadrature(_Quadrature):
