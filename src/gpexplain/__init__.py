@@ -1,6 +1,7 @@
 """gpexplain: exact, uncertainty-aware explanations of Gaussian-process models."""
 
 from gpexplain import datasets, kernels, metrics, plot, poe
+from gpexplain.accuracy import CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
 from gpexplain.global_attribution import GlobalShapleyValues
@@ -25,6 +26,7 @@ from gpexplain.posterior import (
 __all__ = [
     "AdditiveGPRegressor",
     "Attribution",
+    "CompletenessWarning",
     "ExactPosterior",
     "FitError",
     "GPRegressor",

@@ -18,7 +18,9 @@ build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
 
    the functional's output weights (gradient x input), the latent prediction
    ``m0 + k(x, Z) a`` and the functional's completeness target;
-5. check every result is finite, and return one ``Attribution``.
+5. check every result is finite, and return one ``Attribution``, with a
+   ``CompletenessWarning`` stating the measured gaps when it is not complete to the
+   documented tolerance (``gpexplain.accuracy``).
 
 Seams left open on purpose (not implemented yet, nothing here anticipates them beyond the
 shape of ``explain_chunk``):
@@ -36,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain._validation import check_finite_result
+from gpexplain.accuracy import warn_if_incomplete
 from gpexplain.attribution import Attribution
 from gpexplain.explain._mixture import mixture_attribution
 from gpexplain.functionals.base import LinearFunctional
@@ -114,6 +117,12 @@ def explain(
         Not an estimator or posterior, or no scheme for the kernel type.
     FloatingPointError
         A non-finite result (never returned silently).
+
+    Warns
+    -----
+    gpexplain.accuracy.CompletenessWarning
+        The result misses completeness (or a covariance is indefinite) beyond
+        ``COMPLETENESS_RTOL``; the message gives the measured gaps.
     """
     check_chunk_size(chunk_size)
     posterior = as_posterior(model_or_posterior)
@@ -152,7 +161,7 @@ def explain(
         explain_chunk, X, chunk_size
     )
     check_finite_result(caller, mean, cov, prediction, difference_variance)
-    return Attribution(
+    attribution = Attribution(
         mean=mean,
         cov=cov,
         X=functional.explained_inputs(X),
@@ -163,3 +172,6 @@ def explain(
         method=functional.describe(scheme),
         difference_variance=difference_variance,
     )
+    if functional.complete:  # accuracy is measured on every result, never assumed
+        warn_if_incomplete(attribution, caller)
+    return attribution

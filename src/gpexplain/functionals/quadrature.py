@@ -296,9 +296,11 @@ def graded_path_rule(X, baseline, Z, leaves, n_steps: int):
     the path (h = 0, e.g. every training point between baseline and x for one feature) is a
     piece boundary; each piece gets Gauss-Legendre nodes through the sinh map towards the
     nearest singularity at its ends (``_sinh_nodes``), so the rule converges
-    exponentially however close the path passes to a training point. Two singularities that
-    are both near (but not on) the same piece, from two different leaves, are the one case
-    left to plain refinement.
+    exponentially however close the path passes to a training point. Left to plain
+    refinement (and to the driver's ``CompletenessWarning`` when it falls short): two
+    singularities both near (but not on) the same piece, from two different leaves, and a
+    squared-exponential leaf on a path long against its lengthscale (an entire bump of width
+    ``1 / |u|`` that the sinh map does not resolve: gaps of 1e-4 at 100 lengthscales).
 
     Parameters
     ----------
