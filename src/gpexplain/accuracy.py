@@ -58,29 +58,24 @@ def warn_if_incomplete(attribution, caller: str, rtol: float = COMPLETENESS_RTOL
     """
     failures = []
     bad = np.zeros(attribution.n_points, dtype=bool)
+
+    def measure(total, target, scale, what):
+        gap = np.abs(total - target)
+        relative = _relative(gap, scale)
+        if np.any(relative > rtol):
+            bad[:] |= relative > rtol
+            failures.append(f"{what} up to {gap.max():.3g} ({relative.max():.2g} relative)")
+
     if attribution.baseline_prediction is not None:
         target = attribution.prediction - attribution.baseline_prediction
-        gap = np.abs(attribution.mean.sum(axis=1) - target)
         scale = np.maximum(np.abs(target), np.abs(attribution.mean).sum(axis=1))
-        relative = _relative(gap, scale)
-        if np.any(relative > rtol):
-            bad |= relative > rtol
-            failures.append(
-                f"mean: sum of attributions minus (prediction - baseline prediction) up to "
-                f"{gap.max():.3g} ({relative.max():.2g} relative)"
-            )
+        measure(attribution.mean.sum(axis=1), target, scale,
+                "mean: sum of attributions minus (prediction - baseline prediction)")
     if attribution.cov is not None and attribution.difference_variance is not None:
-        total = attribution.cov.sum(axis=(1, 2))
-        gap = np.abs(total - attribution.difference_variance)
-        scale = np.maximum(attribution.difference_variance, np.abs(attribution.cov).sum((1, 2)))
-        relative = _relative(gap, scale)
-        if np.any(relative > rtol):
-            bad |= relative > rtol
-            failures.append(
-                f"variance: 1^T cov 1 minus Var[f(x) - f(baseline)] up to {gap.max():.3g} "
-                f"({relative.max():.2g} relative)"
-            )
-    if attribution.cov is not None and attribution.difference_variance is not None:
+        target = attribution.difference_variance
+        scale = np.maximum(target, np.abs(attribution.cov).sum(axis=(1, 2)))
+        measure(attribution.cov.sum(axis=(1, 2)), target, scale,
+                "variance: 1^T cov 1 minus Var[f(x) - f(baseline)]")
         eigenvalues = np.linalg.eigvalsh(attribution.cov)
         indefinite = eigenvalues[:, 0] < -rtol * np.abs(eigenvalues).max(axis=1)
         if np.any(indefinite):
