@@ -45,9 +45,17 @@ from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
 from gpexplain.kernels.stationary import radial_leaves
 
-__all__ = ["METHODS", "IntegratedGradient"]
+__all__ = ["MAX_N_STEPS", "MAX_PRIOR_EVALUATIONS", "METHODS", "IntegratedGradient"]
 
 METHODS = ("auto", "closed-form", "quadrature")
+#: Largest ``n_steps`` accepted: Gauss-Legendre is converged to round-off far below it, and
+#: the low-order rules' O(n_steps^2) prior term would take hours per point above it.
+MAX_N_STEPS = 4096
+#: Largest number of kernel mixed-derivative evaluations (node pairs times features) the
+#: prior term may cost per explained point: about a minute on one core (measured 3.6
+#: microseconds each, trapezoid rule, 30 features, Matern 5/2); above it the covariance is
+#: refused with the estimate rather than left running for minutes per row.
+MAX_PRIOR_EVALUATIONS = 20_000_000
 
 
 class IntegratedGradient(LinearFunctional):
@@ -62,11 +70,12 @@ class IntegratedGradient(LinearFunctional):
         ``closed-form``: that, or ValueError; ``quadrature``: always quadrature.
     rule : {"gauss-legendre", "trapezoid", "simpson", "right"}, default "gauss-legendre"
     n_steps : int, default 64
+        At most ``MAX_N_STEPS``.
 
     Raises
     ------
     ValueError
-        Unknown rule or method.
+        Unknown rule or method, or ``n_steps`` not an integer in [1, ``MAX_N_STEPS``].
     """
 
     name = "integrated gradients"
@@ -86,6 +95,12 @@ class IntegratedGradient(LinearFunctional):
             raise ValueError(f"unknown method {method!r}; choose one of {METHODS}.")
         if isinstance(n_steps, bool) or not isinstance(n_steps, Integral) or n_steps < 1:
             raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}.")
+        if n_steps > MAX_N_STEPS:
+            raise ValueError(
+                f"n_steps must be at most {MAX_N_STEPS}, got {n_steps}: the default "
+                "Gauss-Legendre rule is converged to round-off at 64 (graded rule) to a few "
+                "hundred nodes; the prior term of the other rules costs O(n_steps^2) per point."
+            )
         self.baselines, self.method, self.rule, self.n_steps = baselines, method, rule, n_steps
         self.baseline = baselines[0] if len(baselines) == 1 else baselines
 
@@ -162,7 +177,32 @@ class PathScheme(Scheme):
     def cross_and_prior(self, X):
         return self._average(X, with_cross=True)
 
+    def prior_evaluations(self) -> int:
+        """Kernel mixed derivatives (node pairs times features) the prior term costs per point:
+        one path's (``path_prior_pairs``) per baseline, plus ``2 n_steps^2`` per pair of
+        baselines (``path_pair_prior``)."""
+        n_baselines, n_steps = len(self.baselines), self.functional.n_steps
+        pairs = n_baselines * self.path_prior_pairs() + n_baselines * (n_baselines - 1) * n_steps**2
+        return pairs * self.Z.shape[1]
+
+    def path_prior_pairs(self) -> int:
+        """Node pairs of one path's prior term (0: a closed form)."""
+        return 0
+
+    def _check_cost(self) -> None:
+        cost = self.prior_evaluations()
+        if cost > MAX_PRIOR_EVALUATIONS:
+            raise ValueError(
+                f"the covariance of these integrated gradients would cost {cost:.3g} kernel "
+                f"second derivatives per point (limit {MAX_PRIOR_EVALUATIONS:.3g}, about a "
+                f"minute per point): {len(self.baselines)} baseline(s), rule "
+                f"{self.functional.rule!r}, n_steps={self.functional.n_steps}, "
+                f"{self.Z.shape[1]} features. Use fewer baselines or n_steps, "
+                "rule='gauss-legendre', or return_cov=False (the mean costs far less)."
+            )
+
     def _average(self, X, with_cross: bool):
+        self._check_cost()
         cross, prior = 0.0, 0.0
         for b, xt in enumerate(self.baselines):
             if with_cross:
@@ -226,6 +266,10 @@ class StationaryQuadrature(_Quadrature):
     def pair_leaves(self):
         return self.leaves
 
+    def path_prior_pairs(self) -> int:
+        # The lag rule: n_steps nodes, or 12 per geometric piece (at most ~60 pieces).
+        return max(self.functional.n_steps, 60 * 12)
+
     def path_cross(self, X, baseline):
         n_steps = self.functional.n_steps
         return stationary_cross(self.torch_kernel, self.leaves, X, baseline, self.Z, n_steps)
@@ -242,6 +286,9 @@ class PlainQuadrature(_Quadrature):
     @property
     def label(self) -> str:
         return f"{self.functional.rule} quadrature, n_steps={self.functional.n_steps}"
+
+    def path_prior_pairs(self) -> int:
+        return len(self.nodes) * (len(self.nodes) + 1)  # with the staggered rule
 
     def path_cross_and_prior(self, X, baseline):
         return integrated_gradient_functionals(
