@@ -4,7 +4,7 @@ Every explanation with a completeness target (integrated gradients, Shapley valu
 to it: ``sum_i mean_i == prediction - baseline_prediction`` and ``1^T cov 1 ==
 difference_variance`` (``Attribution.completeness_gap``), and its covariance must be positive
 semi-definite. Closed forms and the graded Gauss-Legendre quadrature meet this to
-``COMPLETENESS_RTOL`` relative to the size of the numbers summed; low-order rules (trapezoid,
+``COMPLETENESS_RTOL`` relative to the size of what they sum to; low-order rules (trapezoid,
 Simpson, right-hand sums), kernels with kinks under plain quadrature, or paths at the limits
 of float64 may not. Then the result is still returned, but never quietly: a
 ``CompletenessWarning`` states the measured gaps.
@@ -18,10 +18,13 @@ import numpy as np
 
 __all__ = ["COMPLETENESS_RTOL", "CompletenessWarning", "warn_if_incomplete"]
 
-#: Documented completeness tolerance, relative to the size of the summed numbers: for the
-#: mean ``max(|prediction - baseline_prediction|, sum_i |mean_i|)``, for the variance
-#: ``max(difference_variance, sum_ij |cov_ij|)``, each the largest over the explained points;
-#: the smallest covariance eigenvalue must be above ``-COMPLETENESS_RTOL`` times the largest.
+#: Documented completeness tolerance, relative to the size of what the attributions sum to,
+#: the largest over the explained points: for the mean ``max(|prediction|,
+#: |baseline_prediction|, sqrt(difference_variance))``, for the variance
+#: ``difference_variance``. Not relative to the attributions themselves: on paths many
+#: lengthscales long they grow and cancel (variances O(|x - baseline| / lengthscale)), and
+#: float64 then cannot keep their sum to 1e-8, which the warning says. The smallest
+#: covariance eigenvalue must be above ``-COMPLETENESS_RTOL`` times the largest.
 COMPLETENESS_RTOL = 1e-8
 
 
@@ -68,13 +71,14 @@ def warn_if_incomplete(attribution, caller: str, rtol: float = COMPLETENESS_RTOL
 
     if attribution.baseline_prediction is not None:
         target = attribution.prediction - attribution.baseline_prediction
-        scale = np.maximum(np.abs(target), np.abs(attribution.mean).sum(axis=1))
+        scale = np.maximum(np.abs(attribution.prediction), abs(attribution.baseline_prediction))
+        if attribution.difference_variance is not None:
+            scale = np.maximum(scale, np.sqrt(attribution.difference_variance))
         measure(attribution.mean.sum(axis=1), target, scale,
                 "mean: sum of attributions minus (prediction - baseline prediction)")
     if attribution.cov is not None and attribution.difference_variance is not None:
         target = attribution.difference_variance
-        scale = np.maximum(target, np.abs(attribution.cov).sum(axis=(1, 2)))
-        measure(attribution.cov.sum(axis=(1, 2)), target, scale,
+        measure(attribution.cov.sum(axis=(1, 2)), target, target,
                 "variance: 1^T cov 1 minus Var[f(x) - f(baseline)]")
         eigenvalues = np.linalg.eigvalsh(attribution.cov)
         indefinite = eigenvalues[:, 0] < -rtol * np.abs(eigenvalues).max(axis=1)

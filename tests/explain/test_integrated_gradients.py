@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gpytorch
 import numpy as np
 import pandas as pd
@@ -615,3 +617,24 @@ def test_matern_half_is_refused_under_every_rule(rule):
     posterior = ExactPosterior(X, y, module, 0.1)
     with pytest.raises(ValueError, match="not differentiable"):
         integrated_gradients(posterior, X[:2], rule=rule)
+
+
+def test_quadrature_mean_only_path_keeps_its_digits_far_from_the_origin():
+    # Found by the fuzzer: a periodic kernel on inputs near 100 (spread 1e-2) gave a mean-only
+    # IG 1.9e-5 (relative) away from the mean of the full path, because the mean-only path
+    # evaluated the kernel matrix through |a|^2 + |b|^2 - 2 a.b. Reference: the full path's
+    # mean, which evaluates explicit pairs (and agrees with the closed form elsewhere).
+    rng = np.random.default_rng(2)
+    X = 100.0 + rng.uniform(-0.02, 0.02, size=(15, 1))
+    kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.PeriodicKernel()).double()
+    kernel.base_kernel.lengthscale = torch.tensor(0.05, dtype=torch.float64)
+    kernel.base_kernel.period_length = torch.tensor(0.03, dtype=torch.float64)
+    posterior = ExactPosterior(X, np.sin(300.0 * X[:, 0]), kernel, 2e-3)
+    Xq, baselines = X[:3] + 0.004, np.array([[100.012], [99.983]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompletenessWarning)  # Simpson over many periods
+        full = integrated_gradients(posterior, Xq, baselines, rule="simpson")
+        mean_only = integrated_gradients(posterior, Xq, baselines, rule="simpson",
+                                         return_cov=False)
+    scale = np.max(np.abs(full.mean))
+    np.testing.assert_allclose(mean_only.mean, full.mean, rtol=0, atol=1e-10 * scale)

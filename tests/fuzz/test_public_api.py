@@ -17,6 +17,7 @@ from tests.fuzz.cases import (
     CASES,
     baseline_labels_case,
     gradients_case,
+    integrated_gradients_case,
     invalid_parameter_case,
 )
 
@@ -31,7 +32,9 @@ settings.register_profile(
 PROFILE = os.environ.get("GPEXPLAIN_FUZZ_PROFILE", "default-suite")
 
 # The defect classes of these cases are fixed: they run in the default suite.
-DEFAULT_CASES = (baseline_labels_case, gradients_case, invalid_parameter_case)
+DEFAULT_CASES = (
+    baseline_labels_case, gradients_case, integrated_gradients_case, invalid_parameter_case
+)
 
 
 @pytest.mark.parametrize(
