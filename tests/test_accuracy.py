@@ -119,3 +119,20 @@ def test_taipei_rational_quadratic_is_complete_to_the_documented_tolerance():
     assert np.max(np.abs(attr.cov.sum((1, 2)) - var_target)) < COMPLETENESS_RTOL * var_scale
     eigenvalues = np.linalg.eigvalsh(attr.cov)
     assert np.min(eigenvalues[:, 0] / eigenvalues[:, -1]) > -COMPLETENESS_RTOL
+
+
+def test_round_off_of_an_ill_conditioned_prediction_is_not_reported():
+    # An additive GP with small noise: predictions are sums of terms ~1e6 that cancel to ~1,
+    # so f(x) itself is known only to ~1e-9; IG at the training points missed 1e-8 of the
+    # prediction by that much and warned (a true but useless message).
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(40, 3))
+    model = gx.AdditiveGPRegressor(max_order=2).fit(X, np.sin(X[:, 0]) + X[:, 1] * X[:, 2])
+    posterior = model.posterior_
+    terms = np.abs(posterior.kernel(X[:3], posterior.train_inputs)) @ np.abs(posterior.alpha)
+    attr = _silent(gx.integrated_gradients, model, X[:3])
+    gap = np.abs(attr.mean.sum(1) - (attr.prediction - attr.baseline_prediction))
+    assert np.all(gap <= 64 * np.finfo(float).eps * terms)  # at the prediction's round-off
+    # A real gap on the same model is still reported.
+    with pytest.warns(gx.CompletenessWarning):
+        gx.integrated_gradients(model, X[:3], rule="trapezoid", n_steps=4)

@@ -16,12 +16,15 @@ import warnings
 
 import numpy as np
 
-__all__ = ["COMPLETENESS_RTOL", "CompletenessWarning", "warn_if_incomplete"]
+__all__ = [
+    "COMPLETENESS_RTOL", "CompletenessWarning", "prediction_rounding", "warn_if_incomplete"
+]
 
 #: Documented completeness tolerance, relative to the size of what the attributions sum to,
 #: the largest over the explained points: for the mean ``max(|prediction|,
-#: |baseline_prediction|, sqrt(difference_variance))``, for the variance
-#: ``difference_variance``. Not relative to the attributions themselves: on paths many
+#: |baseline_prediction|, sqrt(difference_variance))`` (and never below the prediction's own
+#: rounding), for the variance ``difference_variance`` or, when larger, the prior variance
+#: of ``f(x) - f(baseline)``. Not relative to the attributions themselves: on paths many
 #: lengthscales long they grow and cancel (variances O(|x - baseline| / lengthscale)), and
 #: float64 then cannot keep their sum to 1e-8, which the warning says. The smallest
 #: covariance eigenvalue must be above ``-COMPLETENESS_RTOL`` times the largest.
@@ -40,7 +43,21 @@ def _relative(gap: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return np.divide(gap, scale, out=np.zeros_like(gap), where=scale > 0)
 
 
-def warn_if_incomplete(attribution, caller: str, rtol: float = COMPLETENESS_RTOL) -> None:
+# The posterior mean m(x) = m0 + sum_n k(x, z_n) a_n is itself only known to about
+# eps sum_n |k(x, z_n) a_n| (the terms cancel for ill-conditioned posteriors, e.g. additive
+# GPs with small noise); a mean gap within this many times that is round-off, not a miss.
+_ROUNDING_FACTOR = 16
+
+
+def prediction_rounding(posterior, X: np.ndarray) -> np.ndarray:
+    """``eps sum_n |k(x, z_n) a_n|`` per row of X: the rounding floor of the prediction."""
+    terms = np.abs(posterior.kernel(X, posterior.train_inputs)) @ np.abs(posterior.alpha)
+    return np.finfo(float).eps * terms
+
+
+def warn_if_incomplete(
+    attribution, caller: str, rtol: float = COMPLETENESS_RTOL, posterior=None
+) -> None:
     """Warn with the measured gaps when ``attribution`` is not complete to ``rtol``.
 
     Parameters
@@ -52,6 +69,12 @@ def warn_if_incomplete(attribution, caller: str, rtol: float = COMPLETENESS_RTOL
         Public function named in the message.
     rtol : float
         Relative tolerance (see ``COMPLETENESS_RTOL``).
+    posterior : gpexplain.posterior.Posterior, optional
+        When given, a mean gap below the rounding floor of the prediction itself
+        (``prediction_rounding``, times 16, at the explained points and the baseline) is
+        not reported: no explanation can be more complete than the prediction is accurate;
+        and the variance gap is relative to the prior variance of ``f(x) - f(baseline)``
+        when that is larger than the posterior's.
 
     Warns
     -----
@@ -62,9 +85,11 @@ def warn_if_incomplete(attribution, caller: str, rtol: float = COMPLETENESS_RTOL
     failures = []
     bad = np.zeros(attribution.n_points, dtype=bool)
 
-    def measure(total, target, scale, what):
+    def measure(total, target, scale, what, floor=None):
         gap = np.abs(total - target)
         relative = _relative(gap, scale)
+        if floor is not None and np.any(relative > rtol):
+            relative = np.where(gap <= floor(relative > rtol), 0.0, relative)
         if np.any(relative > rtol):
             bad[:] |= relative > rtol
             failures.append(f"{what} up to {gap.max():.3g} ({relative.max():.2g} relative)")
@@ -74,11 +99,25 @@ def warn_if_incomplete(attribution, caller: str, rtol: float = COMPLETENESS_RTOL
         scale = np.maximum(np.abs(attribution.prediction), abs(attribution.baseline_prediction))
         if attribution.difference_variance is not None:
             scale = np.maximum(scale, np.sqrt(attribution.difference_variance))
+        floor = None
+        if posterior is not None:
+            def floor(rows):
+                points = attribution.X if attribution.baseline is None else np.vstack(
+                    [attribution.X, np.atleast_2d(attribution.baseline)])
+                rounding = prediction_rounding(posterior, points)
+                own, base = rounding[: attribution.n_points], rounding[attribution.n_points:]
+                return np.where(rows, _ROUNDING_FACTOR * (own + base.max(initial=0.0)), 0.0)
         measure(attribution.mean.sum(axis=1), target, scale,
-                "mean: sum of attributions minus (prediction - baseline prediction)")
+                "mean: sum of attributions minus (prediction - baseline prediction)", floor)
     if attribution.cov is not None and attribution.difference_variance is not None:
         target = attribution.difference_variance
-        measure(attribution.cov.sum(axis=(1, 2)), target, target,
+        scale = target
+        if posterior is not None and attribution.baseline is not None:
+            # The posterior variance is the prior's minus the data's share: it is known to
+            # round-off of the prior variance of f(x) - f(baseline), not of its own size.
+            baseline_diag = posterior.kernel.diag(np.atleast_2d(attribution.baseline)).max()
+            scale = np.maximum(target, posterior.kernel.diag(attribution.X) + baseline_diag)
+        measure(attribution.cov.sum(axis=(1, 2)), target, scale,
                 "variance: 1^T cov 1 minus Var[f(x) - f(baseline)]")
         eigenvalues = np.linalg.eigvalsh(attribution.cov)
         indefinite = eigenvalues[:, 0] < -rtol * np.abs(eigenvalues).max(axis=1)

@@ -173,5 +173,5 @@ def explain(
         difference_variance=difference_variance,
     )
     if functional.complete:  # accuracy is measured on every result, never assumed
-        warn_if_incomplete(attribution, caller)
+        warn_if_incomplete(attribution, caller, posterior=posterior)
     return attribution
