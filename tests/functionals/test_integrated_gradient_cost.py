@@ -31,7 +31,7 @@ def test_n_steps_above_the_documented_maximum_is_refused(wide_posterior, n_steps
 def test_quadratic_prior_cost_is_refused_quickly_with_the_estimate(wide_posterior):
     posterior, X = wide_posterior
     # Trapezoid, 1024 intervals, 30 features: 1025 x 1026 node pairs x 30 derivatives per
-    # point (the staggered prior term), about two minutes per row on one core.
+    # point (the staggered prior term), 40 s to 2 min per row on one core.
     expected = 1025 * 1026 * 30
     assert expected > MAX_PRIOR_EVALUATIONS
     start = time.perf_counter()

@@ -52,9 +52,10 @@ METHODS = ("auto", "closed-form", "quadrature")
 #: the low-order rules' O(n_steps^2) prior term would take hours per point above it.
 MAX_N_STEPS = 4096
 #: Largest number of kernel mixed-derivative evaluations (node pairs times features) the
-#: prior term may cost per explained point: about a minute on one core (measured 3.6
-#: microseconds each, trapezoid rule, 30 features, Matern 5/2); above it the covariance is
-#: refused with the estimate rather than left running for minutes per row.
+#: prior term may cost per explained point: 24 s on one core at the 1.2 microseconds each
+#: measured in benchmarks/quadrature_cost.py (3.6 under heavier load: about a minute);
+#: above it the covariance is refused with the estimate rather than left running for
+#: minutes per row.
 MAX_PRIOR_EVALUATIONS = 20_000_000
 # Adaptive plain Gauss-Legendre: completeness identities to this fraction of the kernel's
 # scale (below COMPLETENESS_RTOL, so a refined point passes the driver's check), with at
@@ -199,8 +200,8 @@ class PathScheme(Scheme):
         if cost > MAX_PRIOR_EVALUATIONS:
             raise ValueError(
                 f"the covariance of these integrated gradients would cost {cost:.3g} kernel "
-                f"second derivatives per point (limit {MAX_PRIOR_EVALUATIONS:.3g}, about a "
-                f"minute per point): {len(self.baselines)} baseline(s), rule "
+                f"second derivatives per point (limit {MAX_PRIOR_EVALUATIONS:.3g}, half a "
+                f"minute to a minute per point): {len(self.baselines)} baseline(s), rule "
                 f"{self.functional.rule!r}, n_steps={self.functional.n_steps}, "
                 f"{self.Z.shape[1]} features. Use fewer baselines or n_steps, "
                 "rule='gauss-legendre', or return_cov=False (the mean costs far less)."
