@@ -52,7 +52,7 @@ METHODS = ("auto", "closed-form", "quadrature")
 #: the low-order rules' O(n_steps^2) prior term would take hours per point above it.
 MAX_N_STEPS = 4096
 #: Largest number of kernel mixed-derivative evaluations (node pairs times features) the
-#: prior term may cost per explained point: 24 s on one core at the 1.2 microseconds each
+#: prior term may cost per explained point: 23-24 s on one core at the 1.2 microseconds each
 #: measured in benchmarks/quadrature_cost.py (3.6 under heavier load: about a minute);
 #: above it the covariance is refused with the estimate rather than left running for
 #: minutes per row.
