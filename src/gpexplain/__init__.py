@@ -1,6 +1,7 @@
 """gpexplain: exact, uncertainty-aware explanations of Gaussian-process models."""
 
 from gpexplain import datasets, kernels, links, metrics, plot, poe
+from gpexplain.accuracy import CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
@@ -34,6 +35,7 @@ __all__ = [
     "Attribution",
     "CategoricalEncoder",
     "CategoricalPipeline",
+    "CompletenessWarning",
     "ExactPosterior",
     "FitError",
     "GPClassifier",

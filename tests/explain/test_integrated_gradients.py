@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gpytorch
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from gpexplain import Attribution, ExactPosterior, integrated_gradients
+from gpexplain import Attribution, CompletenessWarning, ExactPosterior, integrated_gradients
 from gpexplain.kernels import RBF
 from tests.functionals.test_quadrature_stationary import gpytorch_rbf
 
@@ -230,6 +232,7 @@ def _quadrature_errors(quad_setup, rule, n_steps):
     )
 
 
+@pytest.mark.filterwarnings("ignore::gpexplain.CompletenessWarning")  # low orders
 @pytest.mark.parametrize("rule", RULES)
 def test_quadrature_rules_converge(quad_setup, rule):
     errors = {n: _quadrature_errors(quad_setup, rule, n) for n in (8, 32, 128)}
@@ -415,11 +418,13 @@ def test_no_nan_near_and_far_from_baseline(setup3):
 
 
 def test_quadrature_no_nan_near_and_far_from_baseline(setup3):
-    # Quadrature cannot resolve a path of 100 lengthscales with 64 nodes, so only finiteness
-    # is checked far away; near the baseline the result must be ~0.
+    # The graded rule does not resolve a squared exponential's bump on a path of 100
+    # lengthscales with 64 nodes: finite, and said so (CompletenessWarning with the gaps);
+    # near the baseline the result must be ~0.
     posterior, _, baseline = setup3
     points = _edge_points(baseline)[1:]
-    attr = integrated_gradients(posterior, points, baseline, method="quadrature")
+    with pytest.warns(CompletenessWarning, match=r"at 2 of 4 points: mean: .* up to"):
+        attr = integrated_gradients(posterior, points, baseline, method="quadrature")
     assert np.all(np.isfinite(attr.mean)) and np.all(np.isfinite(attr.cov))
     assert np.max(np.abs(attr.mean[:2])) < 1e-8 and np.max(np.abs(attr.cov[:2])) < 1e-8
 
@@ -445,6 +450,7 @@ def test_quadrature_covariance_at_baseline(setup3, alone):
     assert np.all(attr.mean[0] == 0.0) and np.all(attr.cov[0] == 0.0)
 
 
+@pytest.mark.filterwarnings("ignore::gpexplain.CompletenessWarning")  # low orders
 @pytest.mark.parametrize("rule", ["gauss-legendre", "simpson"])
 def test_quadrature_mean_only_path_matches_full_path(setup3, rule):
     # The mean-only path differentiates k(., Z) alpha directly; the full path builds the
@@ -617,3 +623,24 @@ def test_matern_half_is_refused_under_every_rule(rule):
     posterior = ExactPosterior(X, y, module, 0.1)
     with pytest.raises(ValueError, match="not differentiable"):
         integrated_gradients(posterior, X[:2], rule=rule)
+
+
+def test_quadrature_mean_only_path_keeps_its_digits_far_from_the_origin():
+    # Found by the fuzzer: a periodic kernel on inputs near 100 (spread 1e-2) gave a mean-only
+    # IG 1.9e-5 (relative) away from the mean of the full path, because the mean-only path
+    # evaluated the kernel matrix through |a|^2 + |b|^2 - 2 a.b. Reference: the full path's
+    # mean, which evaluates explicit pairs (and agrees with the closed form elsewhere).
+    rng = np.random.default_rng(2)
+    X = 100.0 + rng.uniform(-0.02, 0.02, size=(15, 1))
+    kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.PeriodicKernel()).double()
+    kernel.base_kernel.lengthscale = torch.tensor(0.05, dtype=torch.float64)
+    kernel.base_kernel.period_length = torch.tensor(0.03, dtype=torch.float64)
+    posterior = ExactPosterior(X, np.sin(300.0 * X[:, 0]), kernel, 2e-3)
+    Xq, baselines = X[:3] + 0.004, np.array([[100.012], [99.983]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompletenessWarning)  # Simpson over many periods
+        full = integrated_gradients(posterior, Xq, baselines, rule="simpson")
+        mean_only = integrated_gradients(posterior, Xq, baselines, rule="simpson",
+                                         return_cov=False)
+    scale = np.max(np.abs(full.mean))
+    np.testing.assert_allclose(mean_only.mean, full.mean, rtol=0, atol=1e-10 * scale)

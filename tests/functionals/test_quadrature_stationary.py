@@ -177,6 +177,7 @@ def test_one_feature_paths_through_every_training_point(nu):
         assert attr.cov[p, 0, 0] == pytest.approx(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1], abs=1e-8)
 
 
+@pytest.mark.filterwarnings("ignore::gpexplain.CompletenessWarning")  # Simpson
 def test_graded_rule_beats_the_plain_staggered_construction():
     # The previous construction (plain nodes, staggered prior) has a ~1e-3 variance gap for
     # Matern 5/2; the graded rule must be many orders better at the same n_steps.

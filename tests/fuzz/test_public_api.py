@@ -18,6 +18,7 @@ from tests.fuzz.cases import (
     baseline_labels_case,
     default_names_case,
     gradients_case,
+    integrated_gradients_case,
     invalid_parameter_case,
     mean_paths_case,
     random_features_case,
@@ -35,8 +36,8 @@ PROFILE = os.environ.get("GPEXPLAIN_FUZZ_PROFILE", "default-suite")
 
 # The defect classes of these cases are fixed: they run in the default suite.
 DEFAULT_CASES = (
-    baseline_labels_case, gradients_case, invalid_parameter_case, mean_paths_case,
-    random_features_case, default_names_case,
+    baseline_labels_case, gradients_case, integrated_gradients_case, invalid_parameter_case,
+    mean_paths_case, random_features_case, default_names_case,
 )
 
 

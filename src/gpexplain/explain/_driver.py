@@ -19,7 +19,9 @@ build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
    (the mean always from the cross term, with or without the covariance), the
    functional's output weights (gradient x input), the latent prediction
    ``m0 + k(x, Z) a`` and the functional's completeness target;
-5. check every result is finite, and return one ``Attribution``.
+5. check every result is finite, and return one ``Attribution``, with a
+   ``CompletenessWarning`` stating the measured gaps when it is not complete to the
+   documented tolerance (``gpexplain.accuracy``).
 
 The **link** step (GP classifiers, ``link=``): class probabilities are not linear in f, so a
 ``LinkedPosterior`` takes its own path (``gpexplain.explain._link.explain_linked``): the joint
@@ -39,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain._validation import check_finite_result
+from gpexplain.accuracy import warn_if_incomplete
 from gpexplain.attribution import Attribution
 from gpexplain.explain._link import LinkedPosterior, explain_linked
 from gpexplain.explain._mixture import mixture_attribution
@@ -120,6 +123,12 @@ def explain(
         Not an estimator or posterior, or no scheme for the kernel type.
     FloatingPointError
         A non-finite result (never returned silently).
+
+    Warns
+    -----
+    gpexplain.accuracy.CompletenessWarning
+        The result misses completeness (or a covariance is indefinite) beyond
+        ``COMPLETENESS_RTOL``; the message gives the measured gaps.
     """
     check_chunk_size(chunk_size)
     # -- link step (GP classifiers): probability-level explanations -------------------------
@@ -168,7 +177,7 @@ def explain(
         explain_chunk, X, chunk_size
     )
     check_finite_result(caller, mean, cov, prediction, difference_variance)
-    return Attribution(
+    attribution = Attribution(
         mean=mean,
         cov=cov,
         X=functional.explained_inputs(X),
@@ -179,3 +188,6 @@ def explain(
         method=functional.describe(scheme),
         difference_variance=difference_variance,
     )
+    if functional.complete:  # accuracy is measured on every result, never assumed
+        warn_if_incomplete(attribution, caller, posterior=posterior)
+    return attribution

@@ -161,9 +161,9 @@ def integrated_gradients(
           products of them (``gpexplain.kernels.stationary.radial_leaves``): the cross term
           by a Gauss-Legendre rule graded towards each training point's closest approach to
           the path, the prior term as a single integral (``gpexplain.functionals.quadrature.
-          stationary_prior``); both converge
+          stationary_prior``, split geometrically on long paths); both converge
           exponentially: at ``n_steps=64`` completeness (mean and variance) holds to 1e-8 or
-          better (typically 1e-11) for unit-scale data;
+          better (typically 1e-11) relative to what the attributions sum to;
         * any other kernel (non-stationary, e.g. linear or polynomial, or a custom one):
           Seitz's construction with the rule ``rule`` and a staggered Gauss-Legendre prior
           term (``integrated_gradient_functionals``); it converges as fast as the rule does
@@ -174,7 +174,8 @@ def integrated_gradients(
         kernels; the others reproduce Seitz's / Butler et al.'s sums (eq. 36, App. C.1).
     n_steps : int, default 64
         Nodes per path (graded rule: per (point, training point) pair), or intervals for
-        trapezoid and Simpson. Also the nodes per direction of the two-path prior terms.
+        trapezoid and Simpson. Also the nodes per direction of the two-path prior terms. At
+        most 4096 (``gpexplain.functionals.integrated_gradient.MAX_N_STEPS``).
     return_cov : bool, default True
         Compute the (n_points, n_features, n_features) covariance; False returns the mean only
         (faster), with ``cov=None``.
@@ -208,11 +209,20 @@ def integrated_gradients(
     ------
     ValueError
         Bad query (wrong number of features, NaN/inf), unknown baseline/method/rule, a closed
-        form requested for a kernel that has none, or a Matern 1/2 kernel (not differentiable).
+        form requested for a kernel that has none, a Matern 1/2 kernel (not differentiable),
+        ``n_steps`` above 4096, or a covariance whose prior term would cost more than
+        ``MAX_PRIOR_EVALUATIONS`` (2e7) kernel second derivatives per point (the message gives
+        the estimate; ``return_cov=False`` is not limited).
         Also: unknown ``link``/``output``/``approximation``/``target_class``, or a rule
         other than Gauss-Legendre with a link.
     TypeError
         ``model_or_posterior`` is neither a fitted estimator nor a posterior.
+
+    Warns
+    -----
+    gpexplain.CompletenessWarning
+        The result misses completeness (or a covariance is indefinite) beyond
+        ``gpexplain.accuracy.COMPLETENESS_RTOL``, with the measured gaps.
     """
     posterior = resolve_output(model_or_posterior, link, output, target_class, approximation)
     baselines = resolve_baselines(baseline, posterior.data_inputs, posterior.feature_names)

@@ -103,9 +103,14 @@ class LinearFunctional(ABC):
         What the explanation is called in ``Attribution.method``, e.g. "integrated gradients".
     baseline : ndarray or None
         The reference point(s) reported in ``Attribution.baseline``.
+    complete : bool
+        True when the completeness target holds exactly (the driver then measures it on
+        every result and warns beyond ``gpexplain.accuracy.COMPLETENESS_RTOL``); False for
+        approximations such as gradient x input.
     """
 
     name: ClassVar[str] = ""
+    complete: ClassVar[bool] = True
     _schemes: ClassVar[dict[type, Callable[..., Scheme]]]
     baseline: np.ndarray | None = None
 

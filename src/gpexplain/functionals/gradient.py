@@ -42,6 +42,9 @@ class Gradient(LinearFunctional):
 
     name = "posterior gradient (derivative process)"
 
+    #: (x - baseline) x gradient completes only to first order: nothing to measure.
+    complete = False
+
     def __init__(self, gradient_x_input: bool = False, baseline: np.ndarray | None = None):
         self.gradient_x_input = gradient_x_input
         self.baseline = baseline

@@ -45,9 +45,23 @@ from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
 from gpexplain.kernels.stationary import radial_leaves
 
-__all__ = ["METHODS", "IntegratedGradient"]
+__all__ = ["MAX_N_STEPS", "MAX_PRIOR_EVALUATIONS", "METHODS", "IntegratedGradient"]
 
 METHODS = ("auto", "closed-form", "quadrature")
+#: Largest ``n_steps`` accepted: Gauss-Legendre is converged to round-off far below it, and
+#: the low-order rules' O(n_steps^2) prior term would take hours per point above it.
+MAX_N_STEPS = 4096
+#: Largest number of kernel mixed-derivative evaluations (node pairs times features) the
+#: prior term may cost per explained point: 23-24 s on one core at the 1.2 microseconds each
+#: measured in benchmarks/quadrature_cost.py (3.6 under heavier load: about a minute);
+#: above it the covariance is refused with the estimate rather than left running for
+#: minutes per row.
+MAX_PRIOR_EVALUATIONS = 20_000_000
+# Adaptive plain Gauss-Legendre: completeness identities to this fraction of the kernel's
+# scale (below COMPLETENESS_RTOL, so a refined point passes the driver's check), with at
+# most this many times ``n_steps`` nodes.
+_ADAPTIVE_RTOL = 1e-10
+_ADAPTIVE_GROWTH = 8
 
 
 class IntegratedGradient(LinearFunctional):
@@ -62,11 +76,12 @@ class IntegratedGradient(LinearFunctional):
         ``closed-form``: that, or ValueError; ``quadrature``: always quadrature.
     rule : {"gauss-legendre", "trapezoid", "simpson", "right"}, default "gauss-legendre"
     n_steps : int, default 64
+        At most ``MAX_N_STEPS``.
 
     Raises
     ------
     ValueError
-        Unknown rule or method.
+        Unknown rule or method, or ``n_steps`` not an integer in [1, ``MAX_N_STEPS``].
     """
 
     name = "integrated gradients"
@@ -86,6 +101,12 @@ class IntegratedGradient(LinearFunctional):
             raise ValueError(f"unknown method {method!r}; choose one of {METHODS}.")
         if isinstance(n_steps, bool) or not isinstance(n_steps, Integral) or n_steps < 1:
             raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}.")
+        if n_steps > MAX_N_STEPS:
+            raise ValueError(
+                f"n_steps must be at most {MAX_N_STEPS}, got {n_steps}: the default "
+                "Gauss-Legendre rule is converged to round-off at 64 (graded rule) to a few "
+                "hundred nodes; the prior term of the other rules costs O(n_steps^2) per point."
+            )
         self.baselines, self.method, self.rule, self.n_steps = baselines, method, rule, n_steps
         self.baseline = baselines[0] if len(baselines) == 1 else baselines
 
@@ -162,7 +183,32 @@ class PathScheme(Scheme):
     def cross_and_prior(self, X):
         return self._average(X, with_cross=True)
 
+    def prior_evaluations(self) -> int:
+        """Kernel mixed derivatives (node pairs times features) the prior term costs per point:
+        one path's (``path_prior_pairs``) per baseline, plus ``2 n_steps^2`` per pair of
+        baselines (``path_pair_prior``)."""
+        n_baselines, n_steps = len(self.baselines), self.functional.n_steps
+        pairs = n_baselines * self.path_prior_pairs() + n_baselines * (n_baselines - 1) * n_steps**2
+        return pairs * self.Z.shape[1]
+
+    def path_prior_pairs(self) -> int:
+        """Node pairs of one path's prior term (0: a closed form)."""
+        return 0
+
+    def _check_cost(self) -> None:
+        cost = self.prior_evaluations()
+        if cost > MAX_PRIOR_EVALUATIONS:
+            raise ValueError(
+                f"the covariance of these integrated gradients would cost {cost:.3g} kernel "
+                f"second derivatives per point (limit {MAX_PRIOR_EVALUATIONS:.3g}, half a "
+                f"minute to a minute per point): {len(self.baselines)} baseline(s), rule "
+                f"{self.functional.rule!r}, n_steps={self.functional.n_steps}, "
+                f"{self.Z.shape[1]} features. Use fewer baselines or n_steps, "
+                "rule='gauss-legendre', or return_cov=False (the mean costs far less)."
+            )
+
     def _average(self, X, with_cross: bool):
+        self._check_cost()
         cross, prior = 0.0, 0.0
         for b, xt in enumerate(self.baselines):
             if with_cross:
@@ -226,25 +272,56 @@ class StationaryQuadrature(_Quadrature):
     def pair_leaves(self):
         return self.leaves
 
+    def path_prior_pairs(self) -> int:
+        # The lag rule: n_steps nodes, or 12 per geometric piece (at most ~60 pieces).
+        return max(self.functional.n_steps, 60 * 12)
+
     def path_cross(self, X, baseline):
         n_steps = self.functional.n_steps
         return stationary_cross(self.torch_kernel, self.leaves, X, baseline, self.Z, n_steps)
 
     def path_prior(self, X, baseline):
-        return stationary_prior(self.torch_kernel, X, baseline, self.functional.n_steps)
+        return stationary_prior(
+            self.torch_kernel, X, baseline, self.functional.n_steps, self.leaves
+        )
 
 
 class PlainQuadrature(_Quadrature):
-    """Seitz's construction with any rule (``integrated_gradient_functionals``)."""
+    """Seitz's construction with any rule (``integrated_gradient_functionals``).
+
+    With the Gauss-Legendre rule the node count adapts per point: a point whose result misses
+    the completeness identities (below) by more than ``_ADAPTIVE_RTOL`` of the kernel's
+    scale is recomputed with twice the nodes, up to ``_ADAPTIVE_GROWTH`` times ``n_steps``
+    and within ``MAX_PRIOR_EVALUATIONS`` (an oscillating kernel over many periods, a path far
+    from the data). The identities are the error estimate: ``sum_i A[p, i, n] = k(x, z_n) -
+    k(xt, z_n)``, ``sum_ij P[p, i, j] = k(x, x) + k(xt, xt) - 2 k(x, xt)`` and, for the mean,
+    ``sum_i m[p, i] = (k(x, Z) - k(xt, Z)) alpha``. What is still missed is reported by the
+    driver's ``CompletenessWarning``. The other rules are the papers' sums and stay as asked.
+    """
 
     @property
     def label(self) -> str:
         return f"{self.functional.rule} quadrature, n_steps={self.functional.n_steps}"
 
+    def path_prior_pairs(self) -> int:
+        return len(self.nodes) * (len(self.nodes) + 1)  # with the staggered rule
+
     def path_cross_and_prior(self, X, baseline):
-        return integrated_gradient_functionals(
-            self.torch_kernel, X, baseline, self.Z, self.nodes, self.weights
-        )
+        def evaluate(points, nodes, weights):
+            return integrated_gradient_functionals(
+                self.torch_kernel, points, baseline, self.Z, nodes, weights
+            )
+
+        def gap(points, result):
+            cross, prior = result
+            k_x, k_b = self.kernel(points, self.Z), self.kernel(baseline[None, :], self.Z)
+            cross_gap = np.max(np.abs(cross.sum(axis=1) - (k_x - k_b)), axis=1)
+            k_xx, k_bb = self.kernel.diag(points), self.kernel.diag(baseline[None, :])
+            k_xb = self.kernel(points, baseline[None, :])[:, 0]
+            prior_gap = np.abs(prior.sum(axis=(1, 2)) - (k_xx + k_bb - 2.0 * k_xb))
+            return np.maximum(cross_gap, prior_gap) / np.maximum(np.abs(k_xx), np.abs(k_bb))
+
+        return self._adaptive(X, evaluate, gap)
 
     def path_cross(self, X, baseline):
         return self.path_cross_and_prior(X, baseline)[0]
@@ -253,9 +330,38 @@ class PlainQuadrature(_Quadrature):
         return self.path_cross_and_prior(X, baseline)[1]
 
     def path_mean(self, X, baseline, alpha):
-        return integrated_gradient_mean(
-            self.torch_kernel, X, baseline, self.Z, alpha, self.nodes, self.weights
-        )
+        def evaluate(points, nodes, weights):
+            return (integrated_gradient_mean(
+                self.torch_kernel, points, baseline, self.Z, alpha, nodes, weights
+            ),)
+
+        def gap(points, result):
+            k_x, k_b = self.kernel(points, self.Z), self.kernel(baseline[None, :], self.Z)
+            target = (k_x - k_b) @ alpha
+            scale = np.abs(k_x) @ np.abs(alpha) + np.abs(k_b) @ np.abs(alpha)
+            return np.abs(result[0].sum(axis=1) - target) / np.maximum(scale, 1e-300)
+
+        return self._adaptive(X, evaluate, gap)[0]
+
+    def _adaptive(self, X, evaluate, gap):
+        """``evaluate(points, nodes, weights)`` (a tuple of per-point arrays), refined by
+        doubling Gauss-Legendre nodes where ``gap(points, result)`` exceeds the tolerance."""
+        result = tuple(np.array(part) for part in evaluate(X, self.nodes, self.weights))
+        if self.functional.rule != "gauss-legendre":
+            return result
+        todo = gap(X, result) > _ADAPTIVE_RTOL
+        n_nodes, n_features = len(self.nodes), X.shape[1]
+        while todo.any():
+            n_nodes *= 2
+            if (n_nodes > _ADAPTIVE_GROWTH * self.functional.n_steps
+                    or n_nodes * (n_nodes + 1) * n_features > MAX_PRIOR_EVALUATIONS):
+                break
+            nodes, weights = quadrature_rule("gauss-legendre", n_nodes)
+            refined = evaluate(X[todo], nodes, weights)
+            for part, new in zip(result, refined, strict=True):
+                part[todo] = new
+            todo[todo] = gap(X[todo], refined) > _ADAPTIVE_RTOL
+        return result
 
 
 def _refuse_matern_half(module) -> None:

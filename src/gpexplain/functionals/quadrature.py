@@ -40,6 +40,7 @@ __all__ = [
     "integrated_gradient_mean",
     "graded_path_rule",
     "stationary_cross",
+    "lag_rule",
     "stationary_prior",
     "path_pair_prior",
 ]
@@ -126,9 +127,9 @@ def integrated_gradient_mean(
 ) -> np.ndarray:
     """Quadrature IG of the posterior mean ``k(., Z) alpha`` only: one backward pass.
 
-    ``mean[p, i] = (x_i - xt_i) sum_k w_k d/dx_i [k(g_k, Z) alpha]``; the same numbers as
-    ``cross @ alpha`` from ``integrated_gradient_functionals`` without the (points, features,
-    train) cross term.
+    ``mean[p, i] = (x_i - xt_i) sum_k w_k d/dx_i [k(g_k, Z) alpha]``; the same kernel pairs,
+    hence the same numbers up to summation order, as ``cross @ alpha`` from
+    ``integrated_gradient_functionals``, without the (points, features, train) cross term.
 
     Returns
     -------
@@ -138,13 +139,20 @@ def integrated_gradient_mean(
 
     path, delta = _path(X, baseline, nodes)
     n_points, n_nodes, n_features = path.shape
-    G = path.reshape(-1, n_features).detach().requires_grad_(True)
+    n_train = Z.shape[0]
     train = torch.as_tensor(Z, dtype=torch.float64)
-    mean = torch_kernel(G, train).to_dense() @ torch.as_tensor(alpha, dtype=torch.float64)
-    # Each path point's mean depends on its own row of G only, so one backward pass gives
-    # every point's gradient.
-    (gradient,) = torch.autograd.grad(mean.sum(), G)
-    gradient = gradient.reshape(n_points, n_nodes, n_features)
+    # Explicit pairs, as in the cross term: GPyTorch's full-matrix path expands squared
+    # distances as |a|^2 + |b|^2 - 2 a.b, which loses digits far from the origin (a 1e-5
+    # relative difference from the full path, periodic kernel at x ~ 100).
+    left = path[:, :, None, :].expand(-1, -1, n_train, -1).reshape(-1, n_features)
+    left = left.detach().requires_grad_(True)
+    right = train[None, None].expand(n_points, n_nodes, -1, -1).reshape(-1, n_features)
+    weights_alpha = torch.as_tensor(alpha, dtype=torch.float64).repeat(n_points * n_nodes)
+    mean = _pairwise(torch_kernel, left, right) * weights_alpha
+    # Each pair depends on its own row of ``left`` only: one backward pass gives every
+    # gradient.
+    (gradient,) = torch.autograd.grad(mean.sum(), left)
+    gradient = gradient.reshape(n_points, n_nodes, n_train, n_features).sum(dim=2)
     w = torch.as_tensor(weights, dtype=torch.float64)
     return (torch.einsum("k,pki->pi", w, gradient) * delta).numpy()
 
@@ -294,10 +302,12 @@ def graded_path_rule(X, baseline, Z, leaves, n_steps: int):
     (h: the distance at t0). [0, 1] is cut at every ``clip(t0, 0, 1)``, so a Matern kink on
     the path (h = 0, e.g. every training point between baseline and x for one feature) is a
     piece boundary; each piece gets Gauss-Legendre nodes through the sinh map towards the
-    nearer of the singularities of its two ends (``_sinh_nodes``), so the rule converges
-    exponentially however close the path passes to a training point. Two singularities that
-    are both near (but not on) the same piece, from two different leaves, are the one case
-    left to plain refinement.
+    nearest singularity at its ends (``_sinh_nodes``), so the rule converges
+    exponentially however close the path passes to a training point. Left to plain
+    refinement (and to the driver's ``CompletenessWarning`` when it falls short): two
+    singularities both near (but not on) the same piece, from two different leaves, and a
+    squared-exponential leaf on a path long against its lengthscale (an entire bump of width
+    ``1 / |u|`` that the sinh map does not resolve: gaps of 1e-4 at 100 lengthscales).
 
     Parameters
     ----------
@@ -337,20 +347,23 @@ def graded_path_rule(X, baseline, Z, leaves, n_steps: int):
     cuts, centres, spreads = (np.take_along_axis(a, order, -1) for a in (cuts, centres, spreads))
     lower, upper = cuts[..., :-1], cuts[..., 1:]
     length = upper - lower
+    # Closeness of the singularities carried by a piece's ends, relative to the piece: the
+    # distance of centre +- i spread from [lower, upper] over the length. Every cut at an
+    # end's position counts, not only the one sorted next to the piece: cuts coincide (a
+    # training point at the query puts t0 = 1 on the path's end) and their order must not
+    # hide the singularity. A kink exactly at an end (spread 0) does not slow Gauss-Legendre.
+    lo, hi = lower[..., :, None], upper[..., :, None]
+    c, s = centres[..., None, :], spreads[..., None, :]
+    at_end = (cuts[..., None, :] == lo) | (cuts[..., None, :] == hi)
+    outside = np.maximum(np.maximum(lo - c, c - hi), 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        # Closeness of each end's singularity relative to the piece; a kink exactly at a cut
-        # (spread 0, centre on the end) does not slow Gauss-Legendre down.
-        def closeness(centre, spread, end):
-            offset = np.abs(centre - end)
-            harmless = (spread == 0) & (offset == 0)
-            return np.where(harmless, np.inf, np.hypot(offset, spread) / length)
-
-        left = closeness(centres[..., :-1], spreads[..., :-1], lower)
-        right = closeness(centres[..., 1:], spreads[..., 1:], upper)
-    use_left = left <= right
-    centre = np.where(use_left, centres[..., :-1], centres[..., 1:])
-    spread = np.where(use_left, spreads[..., :-1], spreads[..., 1:])
-    graded = (np.minimum(left, right) < 1.0) & (length > 0)
+        harmless = ~at_end | ((s == 0) & (outside == 0))
+        closeness = np.where(harmless, np.inf, np.hypot(outside, s) / (hi - lo))
+    nearest = np.argmin(closeness, axis=-1)[..., None]
+    centre = np.take_along_axis(np.broadcast_to(c, closeness.shape), nearest, -1)[..., 0]
+    spread = np.take_along_axis(np.broadcast_to(s, closeness.shape), nearest, -1)[..., 0]
+    nearest_closeness = np.take_along_axis(closeness, nearest, -1)[..., 0]
+    graded = (nearest_closeness < 1.0) & (length > 0)
     spread = np.where(graded, np.maximum(spread, _MIN_RELATIVE_SPREAD * length), 1.0)
     nodes, weights = _sinh_nodes(lower, upper, centre, spread, graded, x, w)
     return np.clip(nodes.reshape(*shape, -1), 0.0, 1.0), weights.reshape(*shape, -1)
@@ -379,7 +392,67 @@ def stationary_cross(torch_kernel, leaves, X, baseline, Z, n_steps: int) -> np.n
     return np.where((delta != 0)[:, :, None], cross, 0.0)
 
 
-def stationary_prior(torch_kernel, X, baseline, n_steps: int) -> np.ndarray:
+# Nodes per piece of the lag rule on long paths: every piece [a, 2a] of a geometric grading
+# keeps a singularity on the imaginary axis at relative distance >= 2 (Bernstein ellipse
+# parameter >= 3 + sqrt(8)), and the first piece [0, s] one at >= 2 (parameter >= 4.6), so 12
+# Gauss-Legendre nodes leave an error below 1e-15 of the piece's integral of |integrand|.
+_LAG_PIECE_NODES = 12
+
+
+def lag_rule(X, baseline, leaves, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-point nodes on the lag [0, 1] for the prior term of a stationary kernel.
+
+    Along ``tau -> H(tau delta)`` a leaf with scaled displacement ``R = |delta_D / l_D|``
+    varies on the scale ``s = sqrt(min(pole_offset, 1)) / R`` (rational quadratic: the pole
+    at ``+- i sqrt(2 alpha) / R``) or ``1 / R`` (squared exponential, Matern: no finite
+    singularity on the ray; decay on that scale). With ``s`` the smallest scale over the
+    leaves, a block of paths all shorter than 4 s gets ``n_steps`` Gauss-Legendre nodes on
+    [0, 1] (the rule of short paths, exponentially convergent); otherwise each path gets the
+    composite rule on ``[0, s], [s, 2 s], [2 s, 4 s], ..., [2^(m-1) s, 1]`` (s at most 1/4)
+    with ``max(n_steps // (m + 1), 12)`` nodes per piece, which converges exponentially at
+    any path length (the pieces grow geometrically, away from the singularities near 0).
+    Points that need fewer pieces than the longest path of the block get zero-weight nodes
+    at tau = 1.
+
+    Parameters
+    ----------
+    X : ndarray (n_points, n_features)
+    baseline : ndarray (n_features,)
+    leaves : list of RadialLeaf
+    n_steps : int
+
+    Returns
+    -------
+    nodes, weights : ndarray (n_points, n_nodes); the weights of a point sum to 1.
+    """
+    delta = X - baseline[None, :]
+    scale = np.full(X.shape[0], np.inf)
+    for leaf in leaves:
+        radius = np.linalg.norm(delta[:, leaf.dims] / leaf.lengthscale, axis=1)
+        offset = 1.0 if leaf.pole_offset in (None, 0.0) else min(leaf.pole_offset, 1.0)
+        with np.errstate(divide="ignore"):
+            scale = np.minimum(scale, np.sqrt(offset) / radius)
+    if np.min(scale) >= 0.25:
+        x, w = quadrature_rule("gauss-legendre", n_steps)
+        return np.tile(x, (X.shape[0], 1)), np.tile(w, (X.shape[0], 1))
+    # Every point of the block is graded, a short path from s = 1/4 (a smaller s than the
+    # leaves' only moves the first cut closer to 0).
+    scale = np.minimum(scale, 0.25)
+    n_doublings = np.ceil(-np.log2(scale)).astype(int)  # 2^(m-1) s < 1 <= 2^m s
+    n_pieces = int(n_doublings.max()) + 1
+    x, w = quadrature_rule("gauss-legendre", max(n_steps // n_pieces, _LAG_PIECE_NODES))
+    # Cuts 0, s, 2 s, ..., 2^(m-1) s (the last piece [2^(m-1) s, 1] is at most a doubling),
+    # then 1 repeated for the points with fewer doublings than the block's longest path.
+    k = np.arange(n_pieces)[None, :]
+    start = np.where(k <= n_doublings[:, None], np.ldexp(scale[:, None], k - 1), 1.0)
+    start[:, 0] = 0.0
+    edges = np.concatenate([start, np.ones((X.shape[0], 1))], axis=1)
+    length = np.diff(edges, axis=1)[:, :, None]
+    nodes = edges[:, :-1, None] + length * x
+    return nodes.reshape(X.shape[0], -1), (length * w).reshape(X.shape[0], -1)
+
+
+def stationary_prior(torch_kernel, X, baseline, n_steps: int, leaves=()) -> np.ndarray:
     """Prior term of a stationary kernel ``k(x, x') = K(x - x')`` as a single integral.
 
     With ``delta = x - xt`` and ``H = -grad grad^T K`` the mixed second derivative,
@@ -388,10 +461,20 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int) -> np.ndarray:
              = delta_i delta_j 2 int_0^1 (1 - tau) H_ij(tau delta) dtau
 
     (H is even). ``tau -> H(tau delta)`` is analytic on [0, 1] for the leaves of
-    ``radial_leaves`` (the Matern kink at zero distance sits at the end tau = 0), so
-    ``n_steps`` Gauss-Legendre nodes converge exponentially; the nodes are interior, so
-    autograd never differentiates at zero distance. It is evaluated as the mixed derivative
-    of ``k(xt + tau delta, xt)``. ``sum_ij P_ij = 2 (K(0) - K(delta))``.
+    ``radial_leaves`` (the Matern kink at zero distance sits at the end tau = 0), so the
+    Gauss-Legendre rule of ``lag_rule`` (graded geometrically towards tau = 0 on paths long
+    against the leaves' lengthscales) converges exponentially at any path length; the nodes
+    are interior, so autograd never differentiates at zero distance. It is evaluated as the
+    mixed derivative of ``k(xt + tau delta, xt)``. ``sum_ij P_ij = 2 (K(0) - K(delta))``.
+
+    Parameters
+    ----------
+    torch_kernel : gpytorch.kernels.Kernel (float64)
+    X : ndarray (n_points, n_features)
+    baseline : ndarray (n_features,)
+    n_steps : int
+    leaves : list of RadialLeaf
+        The kernel's radial leaves (``radial_leaves``); none gives the ungraded rule.
 
     Returns
     -------
@@ -406,13 +489,13 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int) -> np.ndarray:
         # then returns constant zeros, without a graph to differentiate).
         prior = np.zeros((X.shape[0], X.shape[1], X.shape[1]))
         if moved.any():
-            prior[moved] = stationary_prior(torch_kernel, X[moved], baseline, n_steps)
+            prior[moved] = stationary_prior(torch_kernel, X[moved], baseline, n_steps, leaves)
         return prior
-    tau, w = quadrature_rule("gauss-legendre", n_steps)
+    tau, w = lag_rule(X, baseline, leaves, n_steps)  # (p, K)
     n_points, n_features = X.shape
-    left = baseline + tau[None, :, None] * delta[:, None, :]  # (p, K, D)
+    left = baseline + tau[:, :, None] * delta[:, None, :]  # (p, K, D)
     right = np.broadcast_to(baseline, left.shape)
-    pair_weights = np.tile(2.0 * (1.0 - tau) * w, n_points)
+    pair_weights = (2.0 * (1.0 - tau) * w).reshape(-1)
     prior = _weighted_mixed_derivatives(
         torch_kernel,
         torch.as_tensor(left.reshape(-1, n_features)),

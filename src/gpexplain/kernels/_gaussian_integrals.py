@@ -40,7 +40,12 @@ def exp_difference(E0: np.ndarray, E1: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def path_integral_unit_gaussian(
-    r: np.ndarray, z0: np.ndarray, h2: np.ndarray, E0: np.ndarray, E1: np.ndarray
+    r: np.ndarray,
+    z0: np.ndarray,
+    h2: np.ndarray,
+    E0: np.ndarray,
+    E1: np.ndarray,
+    z1: np.ndarray | None = None,
 ) -> np.ndarray:
     """``r * int_0^1 exp(-|v + t u|^2 / 2) dt`` for ``r = |u| > 0``, in a stable form.
 
@@ -64,14 +69,18 @@ def path_integral_unit_gaussian(
         ``|v_perp|^2 >= 0``.
     E0, E1 : ndarray
         ``exp(-|v|^2/2)`` and ``exp(-|v + u|^2/2)`` (the path end points).
+    z1 : ndarray, optional
+        ``((u + v).u) / (sqrt(2) |u|)``, the upper limit; by default ``z0 + r / sqrt(2)``,
+        which loses ``eps r`` absolutely to cancellation when the far end of a long path is
+        near the training point (pass it computed from that end instead).
 
     Returns
     -------
     ndarray, broadcast shape of the inputs
     """
-    r, z0, h2, E0, E1 = np.broadcast_arrays(r, z0, h2, E0, E1)
     width = r / np.sqrt(2.0)
-    z1 = z0 + width
+    z1 = z0 + width if z1 is None else z1
+    r, z0, z1, h2, E0, E1, width = np.broadcast_arrays(r, z0, z1, h2, E0, E1, width)
     mid = 0.5 * (z0 + z1)
     short = width * (np.abs(mid) + width) <= 1.0
     both_positive = (z0 >= 0.0) & ~short

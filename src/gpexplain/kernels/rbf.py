@@ -23,6 +23,10 @@ from gpexplain.kernels.base import Kernel
 
 __all__ = ["RBF"]
 
+# Paths longer than this (in lengthscales) contract the cross term for the mean instead of
+# the factorised sum, whose cancellation costs eps * length relative (2e-13 here).
+_LONG_PATH = 1e3
+
 
 class RBF(Kernel):
     """Squared-exponential kernel with an output variance and (ARD) lengthscales.
@@ -69,10 +73,23 @@ class RBF(Kernel):
 
     def __call__(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         """Kernel matrix ``k(X1, X2)`` of shape (n1, n2)."""
-        S1, S2 = self._scaled(np.asarray(X1, float)), self._scaled(np.asarray(X2, float))
-        # Direct differences: the |a|^2 + |b|^2 - 2 a.b expansion cancels catastrophically
-        # when features sit far from zero relative to their lengthscale (e.g. latitudes).
-        return self.variance * np.exp(-0.5 * cdist(S1, S2, "sqeuclidean"))
+        return self.variance * np.exp(
+            -0.5 * self._squared_distances(np.asarray(X1, float), np.asarray(X2, float))
+        )
+
+    def _squared_distances(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """``|(x1 - x2) / l|^2`` for every pair, (n1, n2).
+
+        Direct differences: the |a|^2 + |b|^2 - 2 a.b expansion cancels catastrophically
+        when features sit far from zero relative to their lengthscale (e.g. latitudes). The
+        difference is taken before the scaling: ``x1 / l - x2 / l`` would carry the rounding
+        of each quotient, ``eps |x / l|``, into every distance.
+        """
+        inverse_sq = self._lengthscales(X1.shape[1]) ** -2.0
+        if np.all(np.isfinite(inverse_sq)):
+            return cdist(X1, X2, "sqeuclidean", w=inverse_sq)
+        # A lengthscale below 1e-154 overflows 1 / l^2: scale first.
+        return cdist(self._scaled(X1), self._scaled(X2), "sqeuclidean")
 
     def diag(self, X: np.ndarray) -> np.ndarray:
         """``k(x, x)`` for each row of X, shape (n,)."""
@@ -191,9 +208,10 @@ class RBF(Kernel):
                                          - d_i^2 sum_n beta_pn G_pn ],   G = rJ0 * w
 
         so the cost is O(n_points n_train n_features) with no (points, train, features)
-        array. Near-path accuracy is that of ``h2 = |v|^2 - beta^2`` (absolute error about
-        eps |v|^2 in the exponent), against the re-projected ``v_perp`` of
-        ``integrated_gradient_cross``.
+        array, for paths up to 1e3 lengthscales (longer ones contract the cross term: the
+        factorised sum loses eps |u| relative to cancellation). Near-path accuracy is that
+        of ``h2 = |v_perp|^2`` from the nearer end (absolute error about eps |v|^2 in the
+        exponent), against the re-projected ``v_perp`` of ``integrated_gradient_cross``.
 
         Parameters
         ----------
@@ -206,6 +224,17 @@ class RBF(Kernel):
         -------
         ndarray of shape (n_points, n_features)
         """
+        _, r, _ = self._path_geometry(X, baseline)
+        long = r > _LONG_PATH
+        if long.any():
+            # The factorised sum subtracts O(|v|) terms (G v and beta G d) to leave the
+            # O(|v_perp|) projection: eps |x - xt| / l relative. Long paths contract the
+            # cross term itself (the memory of the full path's cross term).
+            out = np.empty(X.shape)
+            out[long] = self.integrated_gradient_cross(X[long], baseline, Z) @ weights
+            if (~long).any():
+                out[~long] = self.integrated_gradient_mean(X[~long], baseline, Z, weights)
+            return out
         d, v, beta, delta_E, rJ0 = self._cross_terms(X, baseline, Z, project=False)
         G = rJ0 * weights[None, :]
         term = (d * d) * (delta_E @ weights - np.sum(beta * G, axis=1))[:, None] + d * (G @ v)
@@ -216,25 +245,47 @@ class RBF(Kernel):
 
         Returns ``(d, v, v_perp or beta, E0 - E1, r J0)``: with ``project`` the (p, n, D)
         array ``v_perp`` (re-projected for accuracy near the path), otherwise ``beta = d.v``
-        and ``h2 = |v|^2 - beta^2`` without any (p, n, D) array.
+        and ``h2 = |v_perp|^2`` without any (p, n, D) array.
+
+        Long paths (``r = |u|`` up to 1e14): the far end's distance ``w = (x - z_n) / l =
+        v + u`` is taken from ``x - z_n`` directly, never as ``|v|^2 + 2 r beta + r^2``,
+        which loses ``eps r^2`` to cancellation when z_n is near x (a relative error of 2e-6
+        at r = 1e5, overflow at 1e11); the distance to the path ``h`` and the integration
+        limits come from whichever end is nearer z_n.
         """
+        # One memory layout: einsum and BLAS round differently on strided (e.g. pandas) input.
+        X = np.ascontiguousarray(X)
         _, r, d = self._path_geometry(X, baseline)
         v = self._scaled(baseline[None, :] - Z)  # (n, D)
         v_sq = np.sum(v * v, axis=1)  # (n,)
         beta = d @ v.T  # (p, n) = d . v
+        w_sq = self._squared_distances(X, Z)  # (p, n) = |w|^2
+        near_x = w_sq < v_sq[None, :]
         if project:
-            v_perp = v[None, :, :] - beta[:, :, None] * d[:, None, :]  # (p, n, D)
-            # When z_n lies near the path, v and beta d nearly cancel and leave an O(eps |v|)
+            w = (X[:, None, :] - Z[None, :, :]) / self._lengthscales(X.shape[1])  # (p, n, D)
+            beta_w = np.einsum("pnd,pd->pn", w, d)
+            nearer = np.where(near_x[:, :, None], w, v[None, :, :])
+            along = np.where(near_x, beta_w, beta)
+            v_perp = nearer - along[:, :, None] * d[:, None, :]  # (p, n, D)
+            # When z_n lies near the path, the two terms nearly cancel and leave an O(eps |v|)
             # component along d; projecting once more removes it (Gram-Schmidt twice).
             v_perp -= np.sum(v_perp * d[:, None, :], axis=2)[:, :, None] * d[:, None, :]
             h2 = np.sum(v_perp * v_perp, axis=2)
         else:
-            h2 = np.maximum(v_sq[None, :] - beta * beta, 0.0)
-        c = r[:, None] * beta + 0.5 * (r * r)[:, None]  # (|v+u|^2 - |v|^2) / 2
+            beta_w = beta + r[:, None]
+            h2 = np.where(near_x, w_sq - beta_w * beta_w, v_sq[None, :] - beta * beta)
+            h2 = np.maximum(h2, 0.0)
+        # c = (|w|^2 - |v|^2) / 2 from whichever form rounds less: r (beta + r / 2) on short
+        # paths (the squares nearly cancel), the difference of the squares on long ones.
+        c_short = r[:, None] * beta + 0.5 * (r * r)[:, None]
+        short = r[:, None] * (np.abs(beta) + r[:, None]) < w_sq + v_sq[None, :]
+        c = np.where(short, c_short, 0.5 * (w_sq - v_sq[None, :]))
         E0 = np.exp(-0.5 * v_sq)[None, :]
-        E1 = np.exp(-0.5 * v_sq[None, :] - c)
+        E1 = np.exp(-0.5 * w_sq)
         delta_E = exp_difference(E0, E1, c)
-        rJ0 = path_integral_unit_gaussian(r[:, None], beta / np.sqrt(2.0), h2, E0, E1)
+        rJ0 = path_integral_unit_gaussian(
+            r[:, None], beta / np.sqrt(2.0), h2, E0, E1, z1=beta_w / np.sqrt(2.0)
+        )
         return d, v, (v_perp if project else beta), delta_E, rJ0
 
     def integrated_gradient_prior(self, X: np.ndarray, baseline: np.ndarray) -> np.ndarray:
