@@ -96,7 +96,6 @@ def test_exactly_at_baseline_everything_is_zero():
     at = np.stack([xt, xt])
     assert np.all(kernel.integrated_gradient_cross(at, xt, Z) == 0.0)
     assert np.all(kernel.integrated_gradient_prior(at, xt) == 0.0)
-    assert np.all(kernel.integrated_gradient_mean(at, xt, Z, np.ones(len(Z))) == 0.0)
 
 
 def test_orthogonal_frequency_uses_the_errata_limit():
@@ -130,20 +129,6 @@ def test_completeness_of_cross_and_prior_against_mpmath_kernel(case):
             - 2 * ref.rf_kernel(X[p], xt, V, s2)
         )
         assert abs(P[p].sum() - variance) <= 1e-13 * s2 + 1e-10 * variance
-
-
-def test_mean_contraction_equals_cross_times_weights():
-    X, xt, Z, V, s2 = CASES["large-frequencies"]
-    rng = np.random.default_rng(3)
-    Z = rng.normal(size=(6, 2))
-    weights = rng.normal(size=6)
-    kernel = RandomFeatureKernel(V, s2)
-    np.testing.assert_allclose(
-        kernel.integrated_gradient_mean(X, xt, Z, weights),
-        kernel.integrated_gradient_cross(X, xt, Z) @ weights,
-        rtol=1e-12,
-        atol=1e-13,
-    )
 
 
 def test_kernel_values_match_mpmath_and_diag_is_variance():

@@ -628,22 +628,3 @@ def test_exp_difference_matches_reference():
     result = exp_difference(E0, E1, c)
     # Beyond |c| = 1 the plain difference of the rounded E0, E1 loses at most about one bit.
     np.testing.assert_allclose(result, expected, rtol=1e-15, atol=0)
-
-
-@pytest.mark.parametrize("distance", [0.0, 1e-9, 0.3, 3.0, 40.0])
-def test_contracted_mean_equals_cross_term_times_weights(distance):
-    """``integrated_gradient_mean`` (no (p, n, D) array) equals ``cross @ weights``."""
-    rng = np.random.default_rng(11)
-    d = 4
-    lengthscale = 10 ** rng.uniform(-1, 1, size=d)
-    Z = rng.normal(size=(30, d)) * lengthscale * 3
-    baseline = rng.normal(size=d) * lengthscale
-    direction = rng.normal(size=(6, d))
-    direction /= np.linalg.norm(direction / lengthscale, axis=1, keepdims=True)
-    X = baseline + distance * direction
-    weights = rng.normal(size=30)
-    kernel = RBF(lengthscale, 2.5)
-    expected = kernel.integrated_gradient_cross(X, baseline, Z) @ weights
-    got = kernel.integrated_gradient_mean(X, baseline, Z, weights)
-    scale = np.abs(expected).max() + 1e-300
-    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * scale)

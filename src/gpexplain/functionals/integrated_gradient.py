@@ -34,7 +34,6 @@ from gpexplain.functionals.base import LinearFunctional, Scheme
 from gpexplain.functionals.quadrature import (
     QUADRATURE_RULES,
     integrated_gradient_functionals,
-    integrated_gradient_mean,
     path_pair_prior,
     quadrature_rule,
     stationary_cross,
@@ -139,7 +138,7 @@ class PathScheme(Scheme):
     """Integrated gradients of one kernel along each baseline's path, averaged (abstract).
 
     Subclasses give the one-path terms (``path_cross``, ``path_prior``, optionally a cheaper
-    ``path_cross_and_prior`` / ``path_mean``) and how many (n_basis, n_features) slabs a path
+    ``path_cross_and_prior``) and how many (n_basis, n_features) slabs a path
     needs; the average over baselines and the two-path prior terms are done here.
     """
 
@@ -160,9 +159,6 @@ class PathScheme(Scheme):
 
     def path_cross_and_prior(self, X, baseline):
         return self.path_cross(X, baseline), self.path_prior(X, baseline)
-
-    def path_mean(self, X, baseline, alpha):
-        return self.path_cross(X, baseline) @ alpha
 
     @cached_property
     def torch_kernel(self):
@@ -225,10 +221,6 @@ class PathScheme(Scheme):
         n_baselines = len(self.baselines)
         return (cross / n_baselines if with_cross else None), prior / n_baselines**2
 
-    def mean(self, X, alpha):
-        total = sum(self.path_mean(X, xt, alpha) for xt in self.baselines)
-        return total / len(self.baselines)
-
     def copies_per_point(self) -> int:
         n_baselines, n_steps = len(self.baselines), self.functional.n_steps
         pairs = 2 * n_steps**2 * n_baselines * (n_baselines - 1) // max(len(self.Z), 1)
@@ -238,7 +230,7 @@ class PathScheme(Scheme):
 @IntegratedGradient.register(RBF)
 @IntegratedGradient.register(RandomFeatureKernel)
 class ClosedFormPath(PathScheme):
-    """The kernel's own ``integrated_gradient_cross`` / ``_prior`` / ``_mean``."""
+    """The kernel's own ``integrated_gradient_cross`` / ``_prior``."""
 
     label = "closed form"
 
@@ -247,9 +239,6 @@ class ClosedFormPath(PathScheme):
 
     def path_prior(self, X, baseline):
         return self.kernel.integrated_gradient_prior(X, baseline)
-
-    def path_mean(self, X, baseline, alpha):
-        return self.kernel.integrated_gradient_mean(X, baseline, self.Z, alpha)
 
 
 class _Quadrature(PathScheme):
@@ -328,20 +317,6 @@ class PlainQuadrature(_Quadrature):
 
     def path_prior(self, X, baseline):
         return self.path_cross_and_prior(X, baseline)[1]
-
-    def path_mean(self, X, baseline, alpha):
-        def evaluate(points, nodes, weights):
-            return (integrated_gradient_mean(
-                self.torch_kernel, points, baseline, self.Z, alpha, nodes, weights
-            ),)
-
-        def gap(points, result):
-            k_x, k_b = self.kernel(points, self.Z), self.kernel(baseline[None, :], self.Z)
-            target = (k_x - k_b) @ alpha
-            scale = np.abs(k_x) @ np.abs(alpha) + np.abs(k_b) @ np.abs(alpha)
-            return np.abs(result[0].sum(axis=1) - target) / np.maximum(scale, 1e-300)
-
-        return self._adaptive(X, evaluate, gap)[0]
 
     def _adaptive(self, X, evaluate, gap):
         """``evaluate(points, nodes, weights)`` (a tuple of per-point arrays), refined by

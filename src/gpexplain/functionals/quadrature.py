@@ -37,7 +37,6 @@ __all__ = [
     "quadrature_rule",
     "staggered_rule",
     "integrated_gradient_functionals",
-    "integrated_gradient_mean",
     "graded_path_rule",
     "stationary_cross",
     "lag_rule",
@@ -114,47 +113,6 @@ def _path(X, baseline, nodes):
     xt = torch.as_tensor(baseline, dtype=torch.float64)
     t = torch.as_tensor(nodes, dtype=torch.float64)
     return xt + t[None, :, None] * (x - xt)[:, None, :], x - xt
-
-
-def integrated_gradient_mean(
-    torch_kernel,
-    X: np.ndarray,
-    baseline: np.ndarray,
-    Z: np.ndarray,
-    alpha: np.ndarray,
-    nodes: np.ndarray,
-    weights: np.ndarray,
-) -> np.ndarray:
-    """Quadrature IG of the posterior mean ``k(., Z) alpha`` only: one backward pass.
-
-    ``mean[p, i] = (x_i - xt_i) sum_k w_k d/dx_i [k(g_k, Z) alpha]``; the same kernel pairs,
-    hence the same numbers up to summation order, as ``cross @ alpha`` from
-    ``integrated_gradient_functionals``, without the (points, features, train) cross term.
-
-    Returns
-    -------
-    ndarray of shape (n_points, n_features)
-    """
-    import torch
-
-    path, delta = _path(X, baseline, nodes)
-    n_points, n_nodes, n_features = path.shape
-    n_train = Z.shape[0]
-    train = torch.as_tensor(Z, dtype=torch.float64)
-    # Explicit pairs, as in the cross term: GPyTorch's full-matrix path expands squared
-    # distances as |a|^2 + |b|^2 - 2 a.b, which loses digits far from the origin (a 1e-5
-    # relative difference from the full path, periodic kernel at x ~ 100).
-    left = path[:, :, None, :].expand(-1, -1, n_train, -1).reshape(-1, n_features)
-    left = left.detach().requires_grad_(True)
-    right = train[None, None].expand(n_points, n_nodes, -1, -1).reshape(-1, n_features)
-    weights_alpha = torch.as_tensor(alpha, dtype=torch.float64).repeat(n_points * n_nodes)
-    mean = _pairwise(torch_kernel, left, right) * weights_alpha
-    # Each pair depends on its own row of ``left`` only: one backward pass gives every
-    # gradient.
-    (gradient,) = torch.autograd.grad(mean.sum(), left)
-    gradient = gradient.reshape(n_points, n_nodes, n_train, n_features).sum(dim=2)
-    w = torch.as_tensor(weights, dtype=torch.float64)
-    return (torch.einsum("k,pki->pi", w, gradient) * delta).numpy()
 
 
 def integrated_gradient_functionals(

@@ -252,17 +252,6 @@ class RandomFeatureKernel(Kernel):
         """
         return self.integrated_gradient_features(X, baseline) @ self.features(Z).T
 
-    def integrated_gradient_mean(
-        self, X: np.ndarray, baseline: np.ndarray, Z: np.ndarray, weights: np.ndarray
-    ) -> np.ndarray:
-        """``A @ weights`` as ``G @ (phi(Z)^T weights)``: O((p D + n) M), no (p, D, n) array.
-
-        Arguments as ``integrated_gradient_cross``, plus ``weights`` (n_train,); returns
-        (n_points, n_features).
-        """
-        feature_weights = self.features(Z).T @ np.asarray(weights, dtype=np.float64)
-        return self.integrated_gradient_features(X, baseline) @ feature_weights
-
     def integrated_gradient_prior(self, X: np.ndarray, baseline: np.ndarray) -> np.ndarray:
         """Same-point prior covariance ``P[p, i, j] = Cov(IG_i f(x_p), IG_j f(x_p))``, f ~ GP(0, k).
 

@@ -23,9 +23,6 @@ from gpexplain.kernels.base import Kernel
 
 __all__ = ["RBF"]
 
-# Paths longer than this (in lengthscales) contract the cross term for the mean instead of
-# the factorised sum, whose cancellation costs eps * length relative (2e-13 here).
-_LONG_PATH = 1e3
 
 
 class RBF(Kernel):
@@ -191,61 +188,15 @@ class RBF(Kernel):
         -------
         ndarray of shape (n_points, n_features, n_train), in the units of the kernel variance.
         """
-        d, v, v_perp, delta_E, rJ0 = self._cross_terms(X, baseline, Z, project=True)
+        d, v, v_perp, delta_E, rJ0 = self._cross_terms(X, baseline, Z)
         A = (d * d)[:, :, None] * delta_E[:, None, :] + d[:, :, None] * np.transpose(
             v_perp, (0, 2, 1)
         ) * rJ0[:, None, :]
         return -self.variance * A
 
-    def integrated_gradient_mean(
-        self, X: np.ndarray, baseline: np.ndarray, Z: np.ndarray, weights: np.ndarray
-    ) -> np.ndarray:
-        """``A @ weights`` without forming A: the posterior mean of IG when weights = alpha.
-
-        With ``v_perp = v - beta d`` the contraction over training points factorises::
-
-            sum_n A[p, i, n] w_n = -s2 [ d_i^2 (dE w)_p + d_i (G v)_{p,i}
-                                         - d_i^2 sum_n beta_pn G_pn ],   G = rJ0 * w
-
-        so the cost is O(n_points n_train n_features) with no (points, train, features)
-        array, for paths up to 1e3 lengthscales (longer ones contract the cross term: the
-        factorised sum loses eps |u| relative to cancellation). Near-path accuracy is that
-        of ``h2 = |v_perp|^2`` from the nearer end (absolute error about eps |v|^2 in the
-        exponent), against the re-projected ``v_perp`` of ``integrated_gradient_cross``.
-
-        Parameters
-        ----------
-        X : ndarray (n_points, n_features)
-        baseline : ndarray (n_features,)
-        Z : ndarray (n_train, n_features)
-        weights : ndarray (n_train,)
-
-        Returns
-        -------
-        ndarray of shape (n_points, n_features)
-        """
-        _, r, _ = self._path_geometry(X, baseline)
-        long = r > _LONG_PATH
-        if long.any():
-            # The factorised sum subtracts O(|v|) terms (G v and beta G d) to leave the
-            # O(|v_perp|) projection: eps |x - xt| / l relative. Long paths contract the
-            # cross term itself (the memory of the full path's cross term).
-            out = np.empty(X.shape)
-            out[long] = self.integrated_gradient_cross(X[long], baseline, Z) @ weights
-            if (~long).any():
-                out[~long] = self.integrated_gradient_mean(X[~long], baseline, Z, weights)
-            return out
-        d, v, beta, delta_E, rJ0 = self._cross_terms(X, baseline, Z, project=False)
-        G = rJ0 * weights[None, :]
-        term = (d * d) * (delta_E @ weights - np.sum(beta * G, axis=1))[:, None] + d * (G @ v)
-        return -self.variance * term
-
-    def _cross_terms(self, X, baseline, Z, project: bool):
-        """Pieces shared by the cross term and its contraction.
-
-        Returns ``(d, v, v_perp or beta, E0 - E1, r J0)``: with ``project`` the (p, n, D)
-        array ``v_perp`` (re-projected for accuracy near the path), otherwise ``beta = d.v``
-        and ``h2 = |v_perp|^2`` without any (p, n, D) array.
+    def _cross_terms(self, X, baseline, Z):
+        """Pieces of the cross term: ``(d, v, v_perp, E0 - E1, r J0)``, with the (p, n, D)
+        array ``v_perp`` re-projected for accuracy near the path.
 
         Long paths (``r = |u|`` up to 1e14): the far end's distance ``w = (x - z_n) / l =
         v + u`` is taken from ``x - z_n`` directly, never as ``|v|^2 + 2 r beta + r^2``,
@@ -261,20 +212,15 @@ class RBF(Kernel):
         beta = d @ v.T  # (p, n) = d . v
         w_sq = self._squared_distances(X, Z)  # (p, n) = |w|^2
         near_x = w_sq < v_sq[None, :]
-        if project:
-            w = (X[:, None, :] - Z[None, :, :]) / self._lengthscales(X.shape[1])  # (p, n, D)
-            beta_w = np.einsum("pnd,pd->pn", w, d)
-            nearer = np.where(near_x[:, :, None], w, v[None, :, :])
-            along = np.where(near_x, beta_w, beta)
-            v_perp = nearer - along[:, :, None] * d[:, None, :]  # (p, n, D)
-            # When z_n lies near the path, the two terms nearly cancel and leave an O(eps |v|)
-            # component along d; projecting once more removes it (Gram-Schmidt twice).
-            v_perp -= np.sum(v_perp * d[:, None, :], axis=2)[:, :, None] * d[:, None, :]
-            h2 = np.sum(v_perp * v_perp, axis=2)
-        else:
-            beta_w = beta + r[:, None]
-            h2 = np.where(near_x, w_sq - beta_w * beta_w, v_sq[None, :] - beta * beta)
-            h2 = np.maximum(h2, 0.0)
+        w = (X[:, None, :] - Z[None, :, :]) / self._lengthscales(X.shape[1])  # (p, n, D)
+        beta_w = np.einsum("pnd,pd->pn", w, d)
+        nearer = np.where(near_x[:, :, None], w, v[None, :, :])
+        along = np.where(near_x, beta_w, beta)
+        v_perp = nearer - along[:, :, None] * d[:, None, :]  # (p, n, D)
+        # When z_n lies near the path, the two terms nearly cancel and leave an O(eps |v|)
+        # component along d; projecting once more removes it (Gram-Schmidt twice).
+        v_perp -= np.sum(v_perp * d[:, None, :], axis=2)[:, :, None] * d[:, None, :]
+        h2 = np.sum(v_perp * v_perp, axis=2)
         # c = (|w|^2 - |v|^2) / 2 from whichever form rounds less: r (beta + r / 2) on short
         # paths (the squares nearly cancel), the difference of the squares on long ones.
         c_short = r[:, None] * beta + 0.5 * (r * r)[:, None]
@@ -286,7 +232,7 @@ class RBF(Kernel):
         rJ0 = path_integral_unit_gaussian(
             r[:, None], beta / np.sqrt(2.0), h2, E0, E1, z1=beta_w / np.sqrt(2.0)
         )
-        return d, v, (v_perp if project else beta), delta_E, rJ0
+        return d, v, v_perp, delta_E, rJ0
 
     def integrated_gradient_prior(self, X: np.ndarray, baseline: np.ndarray) -> np.ndarray:
         """Same-point prior covariance ``P[p, i, j] = Cov(IG_i f(x_p), IG_j f(x_p))``, f ~ GP(0, k).
