@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first and pinned, so that nothing later can pull the CUDA build.
 	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,bench,poe]"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,bench,poe,dask]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -32,19 +32,21 @@ DEFAULT_N_INDUCING = 256
 DEFAULT_N_FREQUENCIES = 500
 
 # -- what each --method computes (imports at call time keep `gpexplain --help` fast) ---------
-def _integrated_gradients(model, X, baseline):
+def _integrated_gradients(model, X, baseline, client=None):
     from gpexplain.explain import integrated_gradients
 
-    return integrated_gradients(model, X, baseline=baseline)
+    return integrated_gradients(model, X, baseline=baseline, client=client)
 
 
-def _shapley_values(model, X, baseline):
+def _shapley_values(model, X, baseline, client=None):
     from gpexplain.explain import shapley_values
 
-    return shapley_values(model, X)
+    return shapley_values(model, X, client=client)
 
 
-def _gpx_contributions(model, X, baseline):
+def _gpx_contributions(model, X, baseline, client=None):
+    if client is not None:  # GPX explains through its own model, not the driver
+        raise ValueError("--dask-scheduler/--workers do not apply to --model gpx")
     return model.explain(X, what="contributions")
 
 
@@ -99,8 +101,8 @@ class ModelSpec:
     kernels : tuple of str, or str
         The ``--kernel`` choices it accepts, or (a string) the one kernel it defines itself.
     methods : dict
-        ``--method`` name -> ``explain(model, X, baseline) -> Attribution``; the first is what
-        ``auto`` means.
+        ``--method`` name -> ``explain(model, X, baseline, client) -> Attribution``; the first
+        is what ``auto`` means.
     extras : callable(model, X) -> dict, optional
         What the model adds to the outputs (GPX: its weights; additive: global values).
     """
@@ -194,14 +196,15 @@ def build_model(choice: Choice, n_rows: int, exact_estimator):
     return TABLE[choice.model].build(choice, n_rows, exact_estimator)
 
 
-def explain(choice: Choice, model, X, baseline) -> tuple:
-    """Explain the rows X; returns ``(attribution, extras)``.
+def explain(choice: Choice, model, X, baseline, client=None) -> tuple:
+    """Explain the rows X (on a Dask cluster when ``client`` is given); returns
+    ``(attribution, extras)``.
 
     ``extras`` holds what some models add: ``"weights"`` (GPX: the Attribution of the local
     linear weights) and ``"global"`` (additive GP: global Shapley values).
     """
     spec = TABLE[choice.model]
-    attribution = spec.methods[choice.method](model, X, baseline)
+    attribution = spec.methods[choice.method](model, X, baseline, client)
     return attribution, ({} if spec.extras is None else spec.extras(model, X))
 
 

@@ -40,6 +40,7 @@ from gpexplain._cli_models import Choice, check_choice, finite_or_none
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.datasets import list_datasets, load_dataset, read_table
 from gpexplain.models import FitError, GPRegressor
+from gpexplain.parallel import dask_client
 from gpexplain.plot import plot_attributions, plot_global_importance
 
 __all__ = ["app", "parse_rows", "parse_baseline"]
@@ -245,8 +246,13 @@ def _run(
     choice: Choice,
     out: Path,
     holdout: bool,
+    executor: tuple[str | None, int | None] = (None, None),
 ) -> None:
-    """Fit, explain, write the output files and print a summary."""
+    """Fit, explain, write the output files and print a summary.
+
+    ``executor``: (Dask scheduler address, number of local Dask workers); (None, None)
+    explains in this process.
+    """
     stdout, stderr = Console(), Console(stderr=True)
     try:
         X, y = _split_target(frame, target)
@@ -292,8 +298,11 @@ def _run(
         task = progress.add_task(f"Explaining {len(positions)} row(s)", total=None)
         start = time.perf_counter()
         try:
-            attr, extras = _cli_models.explain(choice, model, X.iloc[positions], baseline_value)
-        except (ValueError, TypeError) as error:
+            with dask_client(*executor) as client:
+                attr, extras = _cli_models.explain(
+                    choice, model, X.iloc[positions], baseline_value, client
+                )
+        except (ValueError, TypeError, OSError) as error:  # OSError: scheduler unreachable
             progress.stop()
             _fail(str(error))
         timings["explain"] = time.perf_counter() - start
@@ -509,14 +518,28 @@ def explain(
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("gpexplain-out"),
     seed: SeedOption = 0,
     holdout: HoldoutOption = True,
+    dask_scheduler: Annotated[
+        str | None,
+        typer.Option(help="Explain on this Dask cluster (scheduler address, e.g. "
+                     "tcp://10.0.0.1:8786); needs gpexplain[dask]."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Explain on a local Dask cluster of N worker processes."),
+    ] = None,
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
     try:
         choice = check_choice(model, kernel, method, seed, n_inducing)
+        if dask_scheduler is not None and workers is not None:
+            raise ValueError("give --dask-scheduler or --workers, not both")
+        if workers is not None and workers < 1:
+            raise ValueError(f"--workers must be a positive integer, got {workers}")
     except ValueError as error:
         _fail(str(error))
     frame = _load_frame(data)
-    _run(frame, str(data), target, rows, baseline, choice, out, holdout)
+    _run(frame, str(data), target, rows, baseline, choice, out, holdout,
+         (dask_scheduler, workers))
 
 
 @app.command()

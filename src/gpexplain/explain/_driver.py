@@ -21,25 +21,30 @@ build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
 5. check every result is finite, and return one ``Attribution``.
 
 Seams left open on purpose (not implemented yet, nothing here anticipates them beyond the
-shape of ``explain_chunk``):
+shape of ``_explain_chunk``):
 
 * a **link** (GP classifiers): a map from each chunk's Gaussian moments ``(mean, cov)`` (and
-  the latent prediction) to moments on the probability scale, applied in ``explain_chunk``
+  the latent prediction) to moments on the probability scale, applied in ``_explain_chunk``
   right after ``gaussian_moments``;
-* an **executor** (Dask): ``explain_chunk`` depends only on its block of points, the
-  posterior and the bound scheme, so a distributed executor replaces ``map_chunks`` with the
-  posterior and scheme shipped once and the blocks mapped remotely.
+
+The executor (``gpexplain.parallel.iter_chunks``): ``_explain_chunk`` depends only on its
+block of points and a ``_ChunkTask`` (posterior, bound scheme, functional), so with
+``client=`` the task is scattered to a Dask cluster once and the blocks run there; with
+``output_path=`` the chunks stream to Parquet (``gpexplain.explain._parquet``).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.explain._mixture import mixture_attribution
+from gpexplain.explain._parquet import check_output_path, write_parquet
 from gpexplain.functionals.base import LinearFunctional
-from gpexplain.parallel import default_chunk_size, map_chunks
+from gpexplain.parallel import check_client, concatenate_chunks, default_chunk_size, iter_chunks
 from gpexplain.posterior import as_posterior
 from gpexplain.posterior.mixture import MixturePosterior
 
@@ -76,6 +81,35 @@ def check_chunk_size(chunk_size) -> None:
         raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}.")
 
 
+class _ChunkTask(NamedTuple):
+    """What every chunk needs besides its points: shipped to each Dask worker once."""
+
+    posterior: object
+    scheme: object
+    functional: LinearFunctional
+    return_cov: bool
+
+
+def _explain_chunk(block: np.ndarray, task: _ChunkTask) -> tuple:
+    """Per block: (mean, cov, prediction, reference per row, difference variance)."""
+    posterior, scheme, functional, return_cov = task
+    prediction = posterior.mean + scheme.kernel_matrix(block) @ posterior.alpha
+    if return_cov:
+        mean, cov = gaussian_moments(posterior, *scheme.cross_and_prior(block))
+    else:
+        mean, cov = scheme.mean(block, posterior.alpha), None
+    weights = functional.output_weights(block)
+    if weights is not None:
+        mean = weights * mean
+        cov = None if cov is None else weights[:, :, None] * cov * weights[:, None, :]
+    reference, difference_variance = functional.completeness_target(
+        posterior, block, return_cov
+    )
+    # The reference value does not depend on the block; carried per row to fit the chunks.
+    reference = None if reference is None else np.full(len(block), reference)
+    return mean, cov, prediction, reference, difference_variance
+
+
 def explain(
     model_or_posterior,
     X,
@@ -83,8 +117,10 @@ def explain(
     *,
     return_cov: bool = True,
     chunk_size: int | None = None,
+    client=None,
+    output_path=None,
     caller: str = "explain",
-) -> Attribution:
+):
     """Posterior of a linear functional of f at each query point, as an ``Attribution``.
 
     Parameters
@@ -99,58 +135,59 @@ def explain(
         Also compute the (n_points, D, D) covariance; False returns ``cov=None``.
     chunk_size : int, optional
         Points per chunk (bounds memory); chosen from the scheme's memory per point by default.
+    client : distributed.Client, optional
+        Compute the chunks on this Dask cluster (posterior and scheme scattered once); the
+        results are the serial ones.
+    output_path : str or pathlib.Path ending in ``.parquet``, optional
+        Stream the results to this Parquet file chunk by chunk (layout in
+        ``gpexplain.explain._parquet``) instead of returning them; memory then stays bounded
+        by the chunk size whatever the number of points. Not for a ``MixturePosterior``.
     caller : str
         Public function name used in error messages.
 
     Returns
     -------
-    Attribution
+    Attribution, or the ``pathlib.Path`` written when ``output_path`` is given.
 
     Raises
     ------
     ValueError
-        Bad query points or ``chunk_size``.
+        Bad query points, ``chunk_size`` or ``output_path``; ``output_path`` with a mixture.
     TypeError
-        Not an estimator or posterior, or no scheme for the kernel type.
+        Not an estimator or posterior, no scheme for the kernel type, ``client`` not a
+        ``distributed.Client``, ``output_path`` not a path.
     FloatingPointError
         A non-finite result (never returned silently).
     """
     check_chunk_size(chunk_size)
+    check_client(client)
+    output_path = check_output_path(output_path)
     posterior = as_posterior(model_or_posterior)
     if isinstance(posterior, MixturePosterior):
+        if output_path is not None:
+            raise ValueError(
+                "output_path is not available for a MixturePosterior (its components are "
+                "combined in memory); explain each component of posterior.components instead."
+            )
         parts = [
             explain(part, X, functional, return_cov=return_cov, chunk_size=chunk_size,
-                    caller=caller)
+                    client=client, caller=caller)
             for part in posterior.components
         ]
         return mixture_attribution(parts, posterior.weights)
-    Z, alpha = posterior.train_inputs, posterior.alpha
+    Z = posterior.train_inputs
     # The kernel first: a model this explanation does not apply to is named before its inputs.
     scheme = functional.bind(posterior.kernel, Z)
     X = posterior.check_inputs(X)
-
-    def explain_chunk(block):
-        prediction = posterior.mean + scheme.kernel_matrix(block) @ alpha
-        if return_cov:
-            mean, cov = gaussian_moments(posterior, *scheme.cross_and_prior(block))
-        else:
-            mean, cov = scheme.mean(block, alpha), None
-        weights = functional.output_weights(block)
-        if weights is not None:
-            mean = weights * mean
-            cov = None if cov is None else weights[:, :, None] * cov * weights[:, None, :]
-        reference, difference_variance = functional.completeness_target(
-            posterior, block, return_cov
-        )
-        # The reference value does not depend on the block; carried per row to fit map_chunks.
-        reference = None if reference is None else np.full(len(block), reference)
-        return mean, cov, prediction, reference, difference_variance
-
     if chunk_size is None:
         chunk_size = default_chunk_size(*Z.shape, copies_per_point=scheme.copies_per_point())
-    mean, cov, prediction, reference, difference_variance = map_chunks(
-        explain_chunk, X, chunk_size
+    chunks = iter_chunks(
+        _explain_chunk, _ChunkTask(posterior, scheme, functional, return_cov), X, chunk_size,
+        client=client,
     )
+    if output_path is not None:
+        return write_parquet(output_path, chunks, functional.output_names(posterior), caller)
+    mean, cov, prediction, reference, difference_variance = concatenate_chunks(chunks)
     check_finite_result(caller, mean, cov, prediction, difference_variance)
     return Attribution(
         mean=mean,

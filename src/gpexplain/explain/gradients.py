@@ -39,6 +39,8 @@ def gradients(
     baseline=None,
     return_cov: bool = True,
     chunk_size: int | None = None,
+    client=None,
+    output_path=None,
 ) -> Attribution:
     """Posterior of the input gradient of a GP regression model, with its full covariance.
 
@@ -82,6 +84,9 @@ def gradients(
         with ``cov=None``.
     chunk_size : int, optional
         Points processed at once (bounds memory); chosen automatically by default.
+    client, output_path : distributed.Client, and str or pathlib.Path, optional
+        Run the chunks on a Dask cluster (same results), and stream them to a ``.parquet``
+        file whose path is returned instead (``gpexplain.explain._driver.explain``).
 
     Returns
     -------
@@ -103,7 +108,8 @@ def gradients(
         or a kernel without a derivative process (Matern 1/2) or of an unsupported type (the
         message lists the supported kernels).
     TypeError
-        ``model_or_posterior`` is neither a fitted estimator nor a posterior.
+        ``model_or_posterior`` is neither a fitted estimator nor a posterior; ``client`` is
+        not a ``distributed.Client``.
     FloatingPointError
         A non-finite result (an ill-conditioned posterior); never returned silently.
     """
@@ -117,5 +123,6 @@ def gradients(
         baseline = resolve_baseline(baseline, posterior.data_inputs, posterior.feature_names)
     return explain(
         posterior, X, Gradient(gradient_x_input, baseline), return_cov=return_cov,
-        chunk_size=chunk_size, caller="gradients",
+        chunk_size=chunk_size, client=client,
+        output_path=output_path, caller="gradients",
     )

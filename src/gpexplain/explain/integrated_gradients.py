@@ -146,6 +146,8 @@ def integrated_gradients(
     n_steps: int = 64,
     return_cov: bool = True,
     chunk_size: int | None = None,
+    client=None,
+    output_path=None,
 ) -> Attribution:
     """Integrated-gradient attributions of a GP regression posterior, with uncertainty.
 
@@ -208,6 +210,9 @@ def integrated_gradients(
         (faster), with ``cov=None``.
     chunk_size : int, optional
         Points processed at once (bounds memory); chosen automatically by default.
+    client, output_path : distributed.Client, and str or pathlib.Path, optional
+        Run the chunks on a Dask cluster (same results), and stream them to a ``.parquet``
+        file whose path is returned instead (``gpexplain.explain._driver.explain``).
 
     Returns
     -------
@@ -223,12 +228,13 @@ def integrated_gradients(
         Bad query (wrong number of features, NaN/inf), unknown baseline/method/rule, a closed
         form requested for a kernel that has none, or a Matern 1/2 kernel (not differentiable).
     TypeError
-        ``model_or_posterior`` is neither a fitted estimator nor a posterior.
+        ``model_or_posterior`` is neither a fitted estimator nor a posterior; ``client`` is
+        not a ``distributed.Client``.
     """
     posterior = as_posterior(model_or_posterior)
     baselines = resolve_baselines(baseline, posterior.data_inputs, posterior.feature_names)
     functional = IntegratedGradient(baselines, method=method, rule=rule, n_steps=n_steps)
     return explain(
         posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
-        caller="integrated_gradients",
+        client=client, output_path=output_path, caller="integrated_gradients",
     )

@@ -42,7 +42,8 @@ __all__ = ["shapley_values", "global_shapley_values"]
 
 
 def shapley_values(
-    model_or_posterior, X, *, return_cov: bool = True, chunk_size: int | None = None
+    model_or_posterior, X, *, return_cov: bool = True, chunk_size: int | None = None,
+    client=None, output_path=None,
 ) -> Attribution:
     """Exact local Shapley values of an orthogonal additive GP, with their posterior covariance.
 
@@ -66,6 +67,9 @@ def shapley_values(
         Also compute the (n_points, n_features, n_features) posterior covariance.
     chunk_size : int, optional
         Points processed at once (bounds memory); chosen automatically by default.
+    client, output_path : distributed.Client, and str or pathlib.Path, optional
+        Run the chunks on a Dask cluster (same results), and stream them to a ``.parquet``
+        file whose path is returned instead (``gpexplain.explain._driver.explain``).
 
     Returns
     -------
@@ -81,14 +85,15 @@ def shapley_values(
     Raises
     ------
     TypeError
-        Not a fitted estimator or posterior, or its kernel is not ``OrthogonalAdditive``.
+        Not a fitted estimator or posterior, its kernel is not ``OrthogonalAdditive``, or
+        ``client`` is not a ``distributed.Client``.
     ValueError
         Bad query points (wrong number of features, NaN/inf, mismatched DataFrame columns) or
         ``chunk_size`` < 1.
     """
     return explain(
         model_or_posterior, X, AdditiveShapley(), return_cov=return_cov, chunk_size=chunk_size,
-        caller="shapley_values",
+        client=client, output_path=output_path, caller="shapley_values",
     )
 
 
