@@ -33,6 +33,7 @@ from gpexplain.models._fitting import (
 )
 from gpexplain.models._kernel_choices import kernel_choice
 from gpexplain.models._params import MULTISTART_CONSTRAINTS
+from gpexplain.models._se_likelihood import maximise_se_marginal_likelihood
 from gpexplain.models._standardisation import (
     IGNORED,
     FeatureScaling,
@@ -210,6 +211,10 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
             if self.optimizer is None:
                 given = choice.given_module(start, x_mean, x_scale, y_scale)
                 return (given, start[2], 0.0), False
+            if choice.analytic_gradient:
+                return maximise_se_marginal_likelihood(
+                    Xs, ys, start, self.max_iter, callback, index, len(starts)
+                )
             module = choice.module(start, index, rng)
             return _optimise(Xs, ys, module, start[2], self.max_iter, callback, index, len(starts))
 
