@@ -25,7 +25,7 @@ test: $(STAMP) lint
 # Every benchmark in sequence (each writes benchmarks/results/<name>.json); about an hour.
 BENCHMARKS := ig_exact_vs_numerical quadrature_rules random_features_convergence sparse_scaling \
 	boston_svgp shapley_speed feature_selection oak_accuracy gpx_accuracy gpx_explanations gpx_time \
-	poe_fronts poe_inductive poe_speed
+	poe_fronts poe_inductive poe_speed fit_speed dask_scaling
 # The real data sets live outside the repository: ../shared/data when it exists (tests that need
 # it are skipped otherwise, benchmarks stop); override GPEXPLAIN_DATA_DIR to use another copy.
 GPEXPLAIN_DATA_DIR ?= $(wildcard $(abspath ../shared/data))

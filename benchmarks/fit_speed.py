@@ -160,9 +160,10 @@ def main() -> None:
               f" vs {sklearn_lml:.3f}"
               + ("" if old[0] is None else f"  old path {old[0]:.1f} s LML {old[1]:.3f}"),
               flush=True)
-    if not args.quick:
-        path = write_results("fit_speed", {"machine": info, "results": rows})
-        print(f"wrote {path}")
+        if not args.quick:  # after every size: a run cut short keeps the sizes it finished
+            path = write_results("fit_speed", {"machine": info, "sizes_requested": args.sizes,
+                                               "results": rows})
+            print(f"wrote {path}", flush=True)
 
 
 if __name__ == "__main__":

@@ -100,3 +100,25 @@ def test_isotropic_fit_returns_one_lengthscale():
     lengthscale = model.kernel_.lengthscale
     # One standardised lengthscale: original ones proportional to the column spreads.
     np.testing.assert_allclose(lengthscale / X.std(0), lengthscale[0] / X.std(0)[0], rtol=1e-12)
+
+
+def test_restarts_on_a_subsample_then_refined_on_all_rows():
+    X, y = _data(n=120, d=3, seed=4)
+    full = gx.GPRegressor(n_restarts=3).fit(X, y)
+    model = gx.GPRegressor(n_restarts=3, restart_rows=40).fit(X, y)
+    assert [r["rows"] for r in model.restarts_] == [40, 40, 40, 40, 120]
+    assert model.restarts_[-1]["start"] == "refined"
+    assert model.restarts_[-1]["log_marginal_likelihood"] == model.log_marginal_likelihood_value_
+    # The refined point is the optimum every start on all rows reaches on this problem.
+    assert model.log_marginal_likelihood_value_ == pytest.approx(
+        full.log_marginal_likelihood_value_, rel=1e-6
+    )
+    np.testing.assert_allclose(model.predict(X), full.predict(X), rtol=1e-3, atol=1e-4)
+
+
+def test_restart_rows_is_refused_for_kernels_fitted_through_gpytorch():
+    X, y = _data(n=20)
+    with pytest.raises(ValueError, match="restart_rows applies to the squared-exponential"):
+        gx.GPRegressor(kernel="matern52", restart_rows=10).fit(X, y)
+    with pytest.raises(Exception, match="restart_rows must be an integer >= 2"):
+        gx.GPRegressor(restart_rows=1).fit(X, y)
