@@ -186,3 +186,14 @@ def test_command_line_explains_on_a_dask_scheduler(client, tmp_path, monkeypatch
         assert result.exit_code == 0, result.output + repr(result.exception)
         tables[name] = pd.read_csv(tmp_path / name / "attributions.csv")
     pd.testing.assert_frame_equal(tables["dask"], tables["serial"])
+
+
+def test_dask_client_arguments():
+    from gpexplain.parallel import dask_client
+
+    with dask_client() as nothing:
+        assert nothing is None
+    with pytest.raises(ValueError, match="not both"), dask_client("tcp://127.0.0.1:1", 2):
+        pass
+    with pytest.raises(ValueError, match="must be >= 1"), dask_client(workers=0):
+        pass
