@@ -137,7 +137,7 @@ def explain(
         Points per chunk (bounds memory); chosen from the scheme's memory per point by default.
     client : distributed.Client, optional
         Compute the chunks on this Dask cluster (posterior and scheme scattered once); the
-        results are the serial ones.
+        results are the serial ones to round-off (the same operations on the same blocks).
     output_path : str or pathlib.Path ending in ``.parquet``, optional
         Stream the results to this Parquet file chunk by chunk (layout in
         ``gpexplain.explain._parquet``) instead of returning them; memory then stays bounded
