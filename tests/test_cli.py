@@ -492,6 +492,8 @@ def test_gpx_model_writes_weights(tmp_path, small_csv):
         (["--n-inducing", "5"], ["--n-inducing applies to --model sparse only"]),
         (["--model", "sparse", "--n-inducing", "0"], ["--n-inducing must be a positive"]),
         (["--model", "additive", "--baseline", "median"], ["--baseline applies to integrated"]),
+        (["--workers", "2", "--dask-scheduler", "tcp://127.0.0.1:1"], ["not both"]),
+        (["--workers", "0"], ["--workers must be a positive integer"]),
     ],
 )
 def test_bad_model_options_exit_2(options, fragments, tmp_path, small_csv):

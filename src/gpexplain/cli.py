@@ -43,6 +43,7 @@ from gpexplain._validation import as_class_labels, as_feature_matrix, as_target
 from gpexplain.datasets import list_datasets, load_dataset, read_table
 from gpexplain.encoding import CategoricalEncoder, is_categorical
 from gpexplain.models import FitError, GPRegressor
+from gpexplain.parallel import dask_client
 from gpexplain.plot import plot_attributions, plot_global_importance
 
 __all__ = [
@@ -321,8 +322,17 @@ def _show_warnings(caught, console: Console) -> None:
 
 
 # -- the pipeline --------------------------------------------------------------------------
-def _fit(choice: Choice, X: pd.DataFrame, y: pd.Series, callback, task: str = "regression"):
-    """Build and fit the chosen estimator, reporting progress through ``callback``."""
+def _fit(
+    choice: Choice, X: pd.DataFrame, y: pd.Series, callback, task: str = "regression",
+    warm_start=None,
+):
+    """Build and fit the chosen estimator, reporting progress through ``callback``.
+
+    ``warm_start``: a fitted exact ARD ``GPRegressor`` whose hyperparameters are the one start
+    of this fit (the held-out fit on 80% of the same rows: its optimum is close, so the
+    random restarts would only repeat the full fit's search). Other models ignore it: their
+    fitted kernels are not starting points of the same parameterisation.
+    """
     if task == "classification":
         model = _cli_classification.build_classifier(
             choice.kernel, choice.n_inducing, len(X), choice.seed
@@ -330,6 +340,8 @@ def _fit(choice: Choice, X: pd.DataFrame, y: pd.Series, callback, task: str = "r
         return model.fit(X, y, callback=callback)
     # GPRegressor is looked up here, at call time, so tests can substitute a cheaper one.
     model = _cli_models.build_model(choice, len(X), exact_estimator=GPRegressor)
+    if warm_start is not None and choice.model == "exact" and choice.kernel == "ard":
+        model.set_params(kernel=warm_start.kernel_, noise=warm_start.noise_, n_restarts=0)
     return model.fit(X, y, callback=callback)
 
 
@@ -361,8 +373,13 @@ def _run(
     drop: str | None = None,
     report: bool = False,
     task: str = "regression",
+    executor: tuple[str | None, int | None] = (None, None),
 ) -> None:
-    """Fit (or take ``saved_model``), explain, write the output files and print a summary."""
+    """Fit (or take ``saved_model``), explain, write the output files and print a summary.
+
+    ``executor``: (Dask scheduler address, number of local Dask workers); (None, None)
+    explains in this process.
+    """
     stdout, stderr = Console(), Console(stderr=True)
     note = frame.attrs.get("note")
     try:
@@ -458,11 +475,12 @@ def _run(
                     ).items():
                         level[label] = encoder.group(encoded, X.iloc[positions])
             else:
-                encoded_attr, extras = _cli_models.explain(
-                    choice, model, X_model.iloc[positions], baseline_value
-                )
+                with dask_client(*executor) as client:
+                    encoded_attr, extras = _cli_models.explain(
+                        choice, model, X_model.iloc[positions], baseline_value, client
+                    )
                 attr = encoder.group(encoded_attr, X.iloc[positions])
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, OSError) as error:  # OSError: scheduler unreachable
             progress.stop()
             _fail(str(error))
         timings["explain"] = time.perf_counter() - start
@@ -473,7 +491,9 @@ def _run(
             what = "scores" if task == "classification" else "R^2"
             bar = progress.add_task(f"Held-out {what} (80/20 split)", total=None)
             start = time.perf_counter()
-            holdout_summary.update(_holdout(X_model, y, choice, _advance(progress, bar), task))
+            holdout_summary.update(
+                _holdout(X_model, y, choice, _advance(progress, bar), task, model)
+            )
             timings["holdout"] = time.perf_counter() - start
             progress.update(bar, completed=1, total=1)
         elif "skipped" not in holdout_summary:
@@ -653,9 +673,12 @@ def _advance(progress: Progress, task):
     return advance
 
 
-def _holdout(X: pd.DataFrame, y: pd.Series, choice: Choice, callback, task="regression") -> dict:
+def _holdout(
+    X: pd.DataFrame, y: pd.Series, choice: Choice, callback, task="regression", full_model=None
+) -> dict:
     """R^2 (classification: accuracy, log loss, Brier score) on a seeded 20% split of a
-    second model fitted on the other 80% (stratified by class where every class has 2 rows).
+    second model fitted on the other 80% (stratified by class where every class has 2 rows;
+    a regression started at the full fit's hyperparameters where ``_fit`` can).
     """
     from sklearn.model_selection import train_test_split
 
@@ -670,7 +693,7 @@ def _holdout(X: pd.DataFrame, y: pd.Series, choice: Choice, callback, task="regr
         result["skipped"] = "too few rows for a 80/20 split with 2 or more rows on each side"
         return result
     try:
-        model = _fit(choice, X_train, y_train, callback, task)
+        model = _fit(choice, X_train, y_train, callback, task, warm_start=full_model)
     except (ValueError, FitError) as error:  # e.g. every column constant in the split
         result["skipped"] = " ".join(str(error).split())
         return result
@@ -894,6 +917,15 @@ def explain(
     task: TaskOption = "auto",
     game: GameOption = None,
     background: BackgroundOption = None,
+    dask_scheduler: Annotated[
+        str | None,
+        typer.Option(help="Explain on this Dask cluster (scheduler address, e.g. "
+                     "tcp://10.0.0.1:8786); needs gpexplain[dask]."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Explain on a local Dask cluster of N worker processes."),
+    ] = None,
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
     saved_model = None
@@ -902,6 +934,10 @@ def explain(
             if target is None:
                 raise ValueError("--target is required (unless --model-from is given)")
             choice = check_choice(model, kernel, method, seed, n_inducing, game, background)
+        if dask_scheduler is not None and workers is not None:
+            raise ValueError("give --dask-scheduler or --workers, not both")
+        if workers is not None and workers < 1:
+            raise ValueError(f"--workers must be a positive integer, got {workers}")
         else:
             if save_model is not None or (model, kernel, n_inducing) != ("exact", "ard", None):
                 raise ValueError(
@@ -914,7 +950,7 @@ def explain(
         _fail(str(error))
     frame = _load_frame(data, header, names)
     _run(frame, str(data), target, rows, baseline, choice, out, holdout, save_model, saved_model,
-         missing, drop, report, task)
+         missing, drop, report, task, (dask_scheduler, workers))
 
 
 @app.command()

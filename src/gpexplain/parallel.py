@@ -1,16 +1,30 @@
-"""Execution layer: split query points into chunks so memory stays bounded.
+"""Execution layer: chunks of query points, locally or on a Dask ``distributed`` cluster.
 
 Explanations of ``n_points`` queries against ``n_train`` training points build intermediate
-arrays of size ``n_points * n_train * n_features``; chunking over points caps them.
+arrays of size ``n_points * n_train * n_features``; chunking over points caps them. The same
+chunks can run on a Dask cluster (``iter_chunks(..., client=...)``): the shared, read-only
+context (a posterior and what the explanation needs of it) is scattered to every worker once,
+blocks of points are submitted with at most ``in_flight`` of them running or waiting to be
+consumed, and the outputs come back in order. Memory per worker is then the context plus
+``in_flight`` chunk working sets, whatever the number of points; memory on the client is the
+outputs it keeps (none, when a consumer streams them to disk).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
-__all__ = ["default_chunk_size", "map_chunks"]
+__all__ = [
+    "check_client",
+    "concatenate_chunks",
+    "dask_client",
+    "default_chunk_size",
+    "iter_chunks",
+    "map_chunks",
+]
 
 _MEMORY_BUDGET_BYTES = 256 * 2**20
 _ARRAYS_PER_ELEMENT = 8  # float64 arrays of size n_train * n_features alive per point
@@ -26,6 +40,39 @@ def default_chunk_size(n_train: int, n_features: int, copies_per_point: int = 1)
         8 * _ARRAYS_PER_ELEMENT * max(n_train, 1) * max(n_features, 1) * max(copies_per_point, 1)
     )
     return max(1, _MEMORY_BUDGET_BYTES // per_point)
+
+
+def check_client(client):
+    """``client`` if it is a ``distributed.Client`` (or None).
+
+    Raises
+    ------
+    TypeError
+        Anything else, or a client given without Dask installed (``pip install
+        'gpexplain[dask]'``).
+    """
+    if client is None:
+        return None
+    try:
+        from distributed import Client
+    except ImportError as error:  # pragma: no cover - the dask extra is installed by make
+        raise TypeError(
+            "client= needs Dask: pip install 'gpexplain[dask]' and pass a distributed.Client."
+        ) from error
+    if not isinstance(client, Client):
+        raise TypeError(
+            f"client must be a dask distributed.Client (e.g. Client(LocalCluster()) or "
+            f"Client('tcp://scheduler:8786')) or None, got {type(client).__name__}."
+        )
+    return client
+
+
+def concatenate_chunks(parts: Iterable[tuple]) -> tuple:
+    """Concatenate per-chunk output tuples column by column (a column of None stays None)."""
+    return tuple(
+        None if column[0] is None else np.concatenate(column, axis=0)
+        for column in zip(*parts, strict=True)
+    )
 
 
 def map_chunks(
@@ -48,8 +95,130 @@ def map_chunks(
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
-    parts = [function(X[start : start + chunk_size]) for start in range(0, len(X), chunk_size)]
-    return tuple(
-        None if column[0] is None else np.concatenate(column, axis=0)
-        for column in zip(*parts, strict=True)
+    return concatenate_chunks(
+        function(X[start : start + chunk_size]) for start in range(0, len(X), chunk_size)
     )
+
+
+def iter_chunks(
+    function: Callable[[np.ndarray, object], tuple],
+    context,
+    X: np.ndarray,
+    chunk_size: int,
+    *,
+    client=None,
+    in_flight: int | None = None,
+) -> Iterator[tuple]:
+    """``function(block, context)`` for consecutive row blocks of X, yielded in order.
+
+    Parameters
+    ----------
+    function : callable(block, context) -> tuple
+        A module-level function (Dask pickles it by reference).
+    context : object
+        Read-only data every block needs (e.g. a posterior); on a cluster, scattered to every
+        worker once.
+    X : ndarray of shape (n_points, n_features)
+    chunk_size : int
+        Rows per block (>= 1).
+    client : distributed.Client, optional
+        Run the blocks on this Dask cluster; None runs them here, one after the other.
+    in_flight : int, optional
+        Most blocks submitted but not yet yielded (cluster only; default twice the cluster's
+        worker threads). Bounds the memory of workers and client independently of n_points.
+
+    Yields
+    ------
+    tuple : ``function``'s output for each block, in the order of the rows.
+
+    Raises
+    ------
+    ValueError
+        ``chunk_size`` or ``in_flight`` < 1.
+    TypeError
+        ``client`` is not a ``distributed.Client``.
+    Exception
+        Whatever ``function`` raises on a worker, re-raised here.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
+    starts = range(0, len(X), chunk_size)
+    if check_client(client) is None:
+        for start in starts:
+            yield function(X[start : start + chunk_size], context)
+        return
+    yield from _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight)
+
+
+def _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight):
+    from distributed import as_completed
+
+    if in_flight is None:
+        in_flight = 2 * max(1, sum(client.nthreads().values()))
+    if isinstance(in_flight, bool) or not isinstance(in_flight, int | np.integer) or in_flight < 1:
+        raise ValueError(f"in_flight must be a positive integer or None, got {in_flight!r}.")
+    [shared] = client.scatter([context], broadcast=True)
+    index_of, results = {}, {}
+    pending = as_completed()
+    submitted = consumed = 0
+    try:
+        while consumed < len(starts):
+            # Submit only while fewer than in_flight blocks are out, so a slow block cannot let
+            # finished ones pile up on the workers or here.
+            while submitted < len(starts) and submitted - consumed < in_flight:
+                start = starts[submitted]
+                future = client.submit(
+                    function, X[start : start + chunk_size], shared, pure=False
+                )
+                index_of[future.key] = submitted
+                pending.add(future)
+                submitted += 1
+            future = next(pending)
+            results[index_of.pop(future.key)] = future.result()
+            future.release()
+            while consumed in results:
+                yield results.pop(consumed)
+                consumed += 1
+    finally:
+        client.cancel(list(pending.futures) + [shared])
+
+
+@contextmanager
+def dask_client(scheduler: str | None = None, workers: int | None = None):
+    """A ``distributed.Client`` for the duration of a ``with`` block (None when neither given).
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        Address of a running Dask scheduler, e.g. ``"tcp://10.0.0.1:8786"``.
+    workers : int, optional
+        Start a ``LocalCluster`` of this many worker processes (one thread each) instead;
+        closed at the end of the block.
+
+    Raises
+    ------
+    ValueError
+        Both given, or ``workers`` < 1.
+    TypeError
+        Dask is not installed (``pip install 'gpexplain[dask]'``).
+    """
+    if scheduler is not None and workers is not None:
+        raise ValueError("give a Dask scheduler address or a number of local workers, not both.")
+    if scheduler is None and workers is None:
+        yield None
+        return
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        raise ValueError(f"the number of local Dask workers must be >= 1, got {workers!r}.")
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as error:  # pragma: no cover - the dask extra is installed by make
+        raise TypeError("Dask is not installed: pip install 'gpexplain[dask]'.") from error
+    with ExitStack() as stack:
+        if scheduler is not None:
+            client = stack.enter_context(Client(scheduler))
+        else:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            ))
+            client = stack.enter_context(Client(cluster))
+        yield client

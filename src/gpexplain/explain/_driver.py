@@ -26,17 +26,18 @@ build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
 The **link** step (GP classifiers, ``link=``): class probabilities are not linear in f, so a
 ``LinkedPosterior`` takes its own path (``gpexplain.explain._link.explain_linked``): the joint
 Gaussian moments of f and its gradient per point, mapped through the link's expectations
-(``gpexplain.links``), with integrated gradients by an adaptive path rule.
+(``gpexplain.links``), with integrated gradients by an adaptive path rule. It runs in this
+process (no ``client=`` / ``output_path=`` yet).
 
-Seam left open on purpose (not implemented yet, nothing here anticipates it beyond the
-shape of ``explain_chunk``):
-
-* an **executor** (Dask): ``explain_chunk`` depends only on its block of points, the
-  posterior and the bound scheme, so a distributed executor replaces ``map_chunks`` with the
-  posterior and scheme shipped once and the blocks mapped remotely.
+The **executor** (``gpexplain.parallel.iter_chunks``): ``_explain_chunk`` depends only on its
+block of points and a ``_ChunkTask`` (posterior, bound scheme, functional), so with
+``client=`` the task is scattered to a Dask cluster once and the blocks run there; with
+``output_path=`` the chunks stream to Parquet (``gpexplain.explain._parquet``).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,8 +46,9 @@ from gpexplain.accuracy import warn_if_incomplete
 from gpexplain.attribution import Attribution
 from gpexplain.explain._link import LinkedPosterior, explain_linked
 from gpexplain.explain._mixture import mixture_attribution
+from gpexplain.explain._parquet import check_output_path, write_parquet
 from gpexplain.functionals.base import LinearFunctional
-from gpexplain.parallel import default_chunk_size, map_chunks
+from gpexplain.parallel import check_client, concatenate_chunks, default_chunk_size, iter_chunks
 from gpexplain.posterior import as_posterior
 from gpexplain.posterior.mixture import MixturePosterior
 
@@ -83,6 +85,40 @@ def check_chunk_size(chunk_size) -> None:
         raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}.")
 
 
+class _ChunkTask(NamedTuple):
+    """What every chunk needs besides its points: shipped to each Dask worker once."""
+
+    posterior: object
+    scheme: object
+    functional: LinearFunctional
+    return_cov: bool
+
+
+def _explain_chunk(block: np.ndarray, task: _ChunkTask) -> tuple:
+    """Per block: (mean, cov, prediction, reference per row, difference variance)."""
+    posterior, scheme, functional, return_cov = task
+    prediction = posterior.mean + scheme.kernel_matrix(block) @ posterior.alpha
+    # One code path for the mean, ``C a`` from the same cross term with or without the
+    # covariance: a separate mean-only contraction rounded differently, and an
+    # ill-conditioned posterior (|a| ~ 1e10) turned that into different means (issue 10,
+    # class 5); ``C a`` also completes term by term, since the rows of C sum to
+    # k(x, Z) - k(xt, Z).
+    if return_cov:
+        mean, cov = gaussian_moments(posterior, *scheme.cross_and_prior(block))
+    else:
+        mean, cov = gaussian_moments(posterior, scheme.cross(block), None)
+    weights = functional.output_weights(block)
+    if weights is not None:
+        mean = weights * mean
+        cov = None if cov is None else weights[:, :, None] * cov * weights[:, None, :]
+    reference, difference_variance = functional.completeness_target(
+        posterior, block, return_cov
+    )
+    # The reference value does not depend on the block; carried per row to fit the chunks.
+    reference = None if reference is None else np.full(len(block), reference)
+    return mean, cov, prediction, reference, difference_variance
+
+
 def explain(
     model_or_posterior,
     X,
@@ -90,15 +126,15 @@ def explain(
     *,
     return_cov: bool = True,
     chunk_size: int | None = None,
+    client=None,
+    output_path=None,
     caller: str = "explain",
-) -> Attribution:
+):
     """Posterior of a linear functional of f at each query point, as an ``Attribution``.
 
     Parameters
     ----------
-    model_or_posterior : fitted estimator, ``Posterior`` / ``MixturePosterior``, or a
-        ``LinkedPosterior`` (probability-level explanations of a classifier, see
-        ``gpexplain.explain._link.resolve_output``)
+    model_or_posterior : fitted estimator or ``Posterior`` / ``MixturePosterior``
     X : array-like (n_points, n_features)
         Query points in the original units (NumPy, pandas or torch).
     functional : LinearFunctional
@@ -108,74 +144,70 @@ def explain(
         Also compute the (n_points, D, D) covariance; False returns ``cov=None``.
     chunk_size : int, optional
         Points per chunk (bounds memory); chosen from the scheme's memory per point by default.
+    client : distributed.Client, optional
+        Compute the chunks on this Dask cluster (posterior and scheme scattered once); the
+        results are the serial ones to round-off (the same operations on the same blocks).
+    output_path : str or pathlib.Path ending in ``.parquet``, optional
+        Stream the results to this Parquet file chunk by chunk (layout in
+        ``gpexplain.explain._parquet``) instead of returning them; memory then stays bounded
+        by the chunk size whatever the number of points. Not for a ``MixturePosterior``.
     caller : str
         Public function name used in error messages.
 
     Returns
     -------
-    Attribution
+    Attribution, or the ``pathlib.Path`` written when ``output_path`` is given.
 
     Raises
     ------
     ValueError
-        Bad query points or ``chunk_size``.
+        Bad query points, ``chunk_size`` or ``output_path``; ``output_path`` with a mixture.
     TypeError
-        Not an estimator or posterior, or no scheme for the kernel type.
+        Not an estimator or posterior, no scheme for the kernel type, ``client`` not a
+        ``distributed.Client``, ``output_path`` not a path.
     FloatingPointError
         A non-finite result (never returned silently).
-
-    Warns
-    -----
-    gpexplain.accuracy.CompletenessWarning
-        The result misses completeness (or a covariance is indefinite) beyond
-        ``COMPLETENESS_RTOL``; the message gives the measured gaps.
     """
     check_chunk_size(chunk_size)
+    check_client(client)
+    output_path = check_output_path(output_path)
     # -- link step (GP classifiers): probability-level explanations -------------------------
     if isinstance(model_or_posterior, LinkedPosterior):
+        if client is not None or output_path is not None:
+            raise ValueError(
+                "client= and output_path= apply to latent (Gaussian) explanations; "
+                "probability-level explanations (link=, output='probability') run in this "
+                "process: drop them, or explain output='latent'."
+            )
         return explain_linked(model_or_posterior, X, functional, return_cov=return_cov,
                               chunk_size=chunk_size, caller=caller)
     # -- end of the link step ---------------------------------------------------------------
     posterior = as_posterior(model_or_posterior)
     if isinstance(posterior, MixturePosterior):
+        if output_path is not None:
+            raise ValueError(
+                "output_path is not available for a MixturePosterior (its components are "
+                "combined in memory); explain each component of posterior.components instead."
+            )
         parts = [
             explain(part, X, functional, return_cov=return_cov, chunk_size=chunk_size,
-                    caller=caller)
+                    client=client, caller=caller)
             for part in posterior.components
         ]
         return mixture_attribution(parts, posterior.weights)
-    Z, alpha = posterior.train_inputs, posterior.alpha
+    Z = posterior.train_inputs
     # The kernel first: a model this explanation does not apply to is named before its inputs.
     scheme = functional.bind(posterior.kernel, Z)
     X = posterior.check_inputs(X)
-
-    def explain_chunk(block):
-        prediction = posterior.mean + scheme.kernel_matrix(block) @ alpha
-        # One code path for the mean, ``C a`` from the same cross term with or without the
-        # covariance: a separate mean-only contraction rounded differently, and an
-        # ill-conditioned posterior (|a| ~ 1e10) turned that into different means (issue 10,
-        # class 5); ``C a`` also completes term by term, since the rows of C sum to
-        # k(x, Z) - k(xt, Z).
-        if return_cov:
-            mean, cov = gaussian_moments(posterior, *scheme.cross_and_prior(block))
-        else:
-            mean, cov = gaussian_moments(posterior, scheme.cross(block), None)
-        weights = functional.output_weights(block)
-        if weights is not None:
-            mean = weights * mean
-            cov = None if cov is None else weights[:, :, None] * cov * weights[:, None, :]
-        reference, difference_variance = functional.completeness_target(
-            posterior, block, return_cov
-        )
-        # The reference value does not depend on the block; carried per row to fit map_chunks.
-        reference = None if reference is None else np.full(len(block), reference)
-        return mean, cov, prediction, reference, difference_variance
-
     if chunk_size is None:
         chunk_size = default_chunk_size(*Z.shape, copies_per_point=scheme.copies_per_point())
-    mean, cov, prediction, reference, difference_variance = map_chunks(
-        explain_chunk, X, chunk_size
+    chunks = iter_chunks(
+        _explain_chunk, _ChunkTask(posterior, scheme, functional, return_cov), X, chunk_size,
+        client=client,
     )
+    if output_path is not None:
+        return write_parquet(output_path, chunks, functional.output_names(posterior), caller)
+    mean, cov, prediction, reference, difference_variance = concatenate_chunks(chunks)
     check_finite_result(caller, mean, cov, prediction, difference_variance)
     attribution = Attribution(
         mean=mean,

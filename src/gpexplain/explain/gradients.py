@@ -43,6 +43,8 @@ def gradients(
     output: str | None = None,
     target_class=None,
     approximation: str = "quadrature",
+    client=None,
+    output_path=None,
 ) -> Attribution:
     """Posterior of the input gradient of a GP regression model, with its full covariance.
 
@@ -102,6 +104,9 @@ def gradients(
     approximation : {"quadrature", "taylor"}, default "quadrature"
         ``"taylor"``: the paper's second-order Taylor forms (eq. 33 corrected, eq. 37), for
         comparison only (no covariance).
+    client, output_path : distributed.Client, and str or pathlib.Path, optional
+        Run the chunks on a Dask cluster (same results), and stream them to a ``.parquet``
+        file whose path is returned instead (``gpexplain.explain._driver.explain``).
 
     Returns
     -------
@@ -125,7 +130,8 @@ def gradients(
         Unknown ``link``/``output``/``approximation``, or a ``target_class`` that is not a
         class of the model.
     TypeError
-        ``model_or_posterior`` is neither a fitted estimator nor a posterior.
+        ``model_or_posterior`` is neither a fitted estimator nor a posterior; ``client`` is
+        not a ``distributed.Client``.
     FloatingPointError
         A non-finite result (an ill-conditioned posterior); never returned silently.
     """
@@ -139,5 +145,6 @@ def gradients(
         baseline = resolve_baseline(baseline, posterior.data_inputs, posterior.feature_names)
     return explain(
         posterior, X, Gradient(gradient_x_input, baseline), return_cov=return_cov,
-        chunk_size=chunk_size, caller="gradients",
+        chunk_size=chunk_size, client=client,
+        output_path=output_path, caller="gradients",
     )

@@ -118,6 +118,8 @@ def integrated_gradients(
     output: str | None = None,
     target_class=None,
     approximation: str = "quadrature",
+    client=None,
+    output_path=None,
 ) -> Attribution:
     """Integrated-gradient attributions of a GP regression posterior, with uncertainty.
 
@@ -196,6 +198,9 @@ def integrated_gradients(
         Default ``classes_[1]`` for binary models; required for multiclass.
     approximation : {"quadrature", "taylor"}, default "quadrature"
         ``"taylor"``: the paper's second-order Taylor expected gradients along the path.
+    client, output_path : distributed.Client, and str or pathlib.Path, optional
+        Run the chunks on a Dask cluster (same results), and stream them to a ``.parquet``
+        file whose path is returned instead (``gpexplain.explain._driver.explain``).
 
     Returns
     -------
@@ -216,7 +221,8 @@ def integrated_gradients(
         Also: unknown ``link``/``output``/``approximation``/``target_class``, or a rule
         other than Gauss-Legendre with a link.
     TypeError
-        ``model_or_posterior`` is neither a fitted estimator nor a posterior.
+        ``model_or_posterior`` is neither a fitted estimator nor a posterior; ``client`` is
+        not a ``distributed.Client``.
 
     Warns
     -----
@@ -229,5 +235,5 @@ def integrated_gradients(
     functional = IntegratedGradient(baselines, method=method, rule=rule, n_steps=n_steps)
     return explain(
         posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
-        caller="integrated_gradients",
+        client=client, output_path=output_path, caller="integrated_gradients",
     )

@@ -56,6 +56,8 @@ def shapley_values(
     measure=None,
     return_cov: bool = True,
     chunk_size: int | None = None,
+    client=None,
+    output_path=None,
 ) -> Attribution:
     """Exact local Shapley values of a GP, with their posterior covariance.
 
@@ -102,6 +104,9 @@ def shapley_values(
         Also compute the (n_points, n_features, n_features) posterior covariance.
     chunk_size : int, optional
         Points processed at once (bounds memory); chosen automatically by default.
+    client, output_path : distributed.Client, and str or pathlib.Path, optional
+        Run the chunks on a Dask cluster (same results), and stream them to a ``.parquet``
+        file whose path is returned instead (``gpexplain.explain._driver.explain``).
 
     Returns
     -------
@@ -121,7 +126,8 @@ def shapley_values(
     TypeError
         Not a fitted estimator or posterior; a kernel without the structure the game needs
         (the message names integrated gradients as the alternative); a measure that is not
-        Gaussian or Empirical.
+        Gaussian or Empirical; ``client`` is
+        not a ``distributed.Client``.
     ValueError
         Unknown ``game``; an argument that does not belong to the game (e.g. ``background``
         with ``game="baseline"``); a missing background or measure; bad query points, baseline
@@ -133,7 +139,7 @@ def shapley_values(
     )
     return explain(
         model_or_posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
-        caller="shapley_values",
+        client=client, output_path=output_path, caller="shapley_values",
     )
 
 

@@ -35,6 +35,9 @@ class _NamedKernel:
     over the non-constant columns; constant columns are ignored."""
 
     sees_constant_columns = False
+    # Fitted by L-BFGS-B on the closed-form likelihood gradient (models/_se_likelihood.py)
+    # rather than through GPyTorch's autograd.
+    analytic_gradient = False
 
     def __init__(self, name: str, given: RBF | None = None):
         self.name, self.given = name, given
@@ -107,6 +110,8 @@ class _NamedKernel:
 
 
 class _SquaredExponential(_NamedKernel):
+    analytic_gradient = True
+
     def _base(self, ard_dims, bound, active_dims=None):
         return gpytorch.kernels.RBFKernel(ard_num_dims=ard_dims, lengthscale_constraint=bound)
 
@@ -145,6 +150,7 @@ class _UserKernel:
     log-uniformly in [0.1, 10]) and reported through an exact input scaling."""
 
     sees_constant_columns = True  # it indexes columns itself (active_dims)
+    analytic_gradient = False
 
     def __init__(self, kernel):
         self.kernel = kernel

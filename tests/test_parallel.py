@@ -1,0 +1,205 @@
+"""The Dask executor: results equal the serial ones (to round-off: the same float64 operations
+run on the same blocks), memory per worker bounded by the chunk size, results streamed to Parquet.
+
+Runs on a real ``distributed.LocalCluster`` with two worker processes, shared by the module:
+starting it and importing gpexplain in each worker takes 20-40 s on a loaded 2-core machine,
+so the tests that use it are marked slow."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpexplain as gx
+from gpexplain.parallel import iter_chunks
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        distributed.LocalCluster(
+            processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as dask_client,
+    ):
+        yield dask_client
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2]
+    posterior = gx.ExactPosterior(X, y, gx.kernels.RBF(np.array([1.0, 0.7, 1.5]), 1.3), 0.05)
+    return posterior, rng.normal(size=(53, 3))
+
+
+def _assert_same(distributed_result, serial):
+    for name in ("mean", "cov", "prediction", "difference_variance", "X"):
+        a, b = getattr(distributed_result, name), getattr(serial, name)
+        assert (a is None) == (b is None), name
+        if a is not None:
+            # The same float64 operations on the same blocks; only BLAS kernels chosen by the
+            # alignment of the unpickled arrays may differ, at round-off (seen: 5e-15 relative).
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.max(np.abs(b)),
+                                       err_msg=name)
+    assert distributed_result.baseline_prediction == serial.baseline_prediction
+    assert distributed_result.feature_names == serial.feature_names
+    assert distributed_result.method == serial.method
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("return_cov", [True, False])
+def test_integrated_gradients_on_the_cluster_equal_the_serial_ones(client, problem, return_cov):
+    posterior, Q = problem
+    serial = gx.integrated_gradients(posterior, Q, chunk_size=6, return_cov=return_cov)
+    remote = gx.integrated_gradients(
+        posterior, Q, chunk_size=6, return_cov=return_cov, client=client
+    )
+    _assert_same(remote, serial)
+
+
+@pytest.mark.slow
+def test_gradients_and_mixtures_on_the_cluster_equal_the_serial_ones(client, problem):
+    posterior, Q = problem
+    _assert_same(
+        gx.gradients(posterior, Q, chunk_size=10, client=client),
+        gx.gradients(posterior, Q, chunk_size=10),
+    )
+    rng = np.random.default_rng(3)
+    X = posterior.train_inputs
+    mixture = gx.MixturePosterior(
+        [gx.ExactPosterior(X, rng.normal(size=len(X)), gx.kernels.RBF(np.ones(3), 1.0), 0.1),
+         posterior],
+        np.array([0.3, 0.7]),
+    )
+    _assert_same(
+        gx.integrated_gradients(mixture, Q, chunk_size=9, client=client),
+        gx.integrated_gradients(mixture, Q, chunk_size=9),
+    )
+
+
+@pytest.mark.slow
+def test_chunks_come_back_in_order_with_one_in_flight(client):
+    X = np.arange(40.0).reshape(20, 2)
+    blocks = list(iter_chunks(np.add, 0.5, X, 3, client=client, in_flight=1))
+    np.testing.assert_array_equal(np.concatenate(blocks), X + 0.5)
+    with pytest.raises(ValueError, match="in_flight"):
+        list(iter_chunks(np.add, 0.5, X, 3, client=client, in_flight=0))
+
+
+def _fails(block, context):
+    raise ValueError(f"block of {len(block)} rows refused")
+
+
+@pytest.mark.slow
+def test_an_error_on_a_worker_is_raised_here(client):
+    with pytest.raises(ValueError, match="block of 3 rows refused"):
+        list(iter_chunks(_fails, None, np.zeros((6, 2)), 3, client=client))
+
+
+def _peak_worker_bytes(client, posterior, Q) -> int:
+    client.run(tracemalloc.start)
+    try:
+        gx.integrated_gradients(posterior, Q, return_cov=False, chunk_size=200, client=client)
+        return max(client.run(lambda: tracemalloc.get_traced_memory()[1]).values())
+    finally:
+        client.run(tracemalloc.stop)
+
+
+@pytest.mark.slow
+def test_memory_per_worker_does_not_grow_with_the_number_of_points(client):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(1000, 3))
+    posterior = gx.ExactPosterior(X, np.sin(X[:, 0]), gx.kernels.RBF(np.ones(3), 1.0), 0.1)
+    small = _peak_worker_bytes(client, posterior, rng.normal(size=(400, 3)))
+    large = _peak_worker_bytes(client, posterior, rng.normal(size=(4000, 3)))
+    # The (n_query, n_train) matrix of 4000 points (32 MB) must never be on a worker; one
+    # chunk's (200, 1000) slabs and the scattered posterior are.
+    assert large < 2 * small, (small, large)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("on_cluster", [False, True])
+def test_results_stream_to_parquet(client, problem, tmp_path, on_cluster):
+    posterior, Q = problem
+    names = ["a", "b", "c"]
+    frame = pd.DataFrame(Q, columns=names)
+    named = gx.ExactPosterior(
+        posterior.train_inputs, posterior.train_targets, posterior.kernel, 0.05,
+        feature_names=names,
+    )
+    expected = gx.integrated_gradients(named, frame, chunk_size=8)
+    path = gx.integrated_gradients(
+        named, frame, chunk_size=8, client=client if on_cluster else None,
+        output_path=tmp_path / "ig.parquet",
+    )
+    table = pd.read_parquet(path)
+    assert list(table["row"]) == list(range(len(Q)))
+    np.testing.assert_allclose(table["prediction"], expected.prediction, rtol=1e-12)
+    np.testing.assert_allclose(table["difference_variance"], expected.difference_variance,
+                               rtol=1e-12)
+    np.testing.assert_allclose(table["baseline_prediction"], expected.baseline_prediction,
+                               rtol=1e-12)
+    for i, a in enumerate(names):
+        np.testing.assert_allclose(table[f"mean[{a}]"], expected.mean[:, i], rtol=1e-12)
+        for j, b in enumerate(names):
+            column = f"cov[{a},{b}]" if i <= j else f"cov[{b},{a}]"
+            np.testing.assert_allclose(table[column], expected.cov[:, i, j], rtol=1e-12,
+                                       atol=1e-12 * np.max(np.abs(expected.cov)))
+
+
+def test_bad_client_and_output_path_are_refused(problem, tmp_path):
+    posterior, Q = problem
+    with pytest.raises(TypeError, match="client must be a dask distributed.Client"):
+        gx.integrated_gradients(posterior, Q, client="tcp://127.0.0.1:8786")
+    with pytest.raises(ValueError, match=r"output_path must end in \.parquet"):
+        gx.integrated_gradients(posterior, Q, output_path=tmp_path / "out.csv")
+    with pytest.raises(ValueError, match="folder"):
+        gx.integrated_gradients(posterior, Q, output_path=tmp_path / "missing" / "out.parquet")
+    with pytest.raises(TypeError, match="output_path must be a str"):
+        gx.gradients(posterior, Q, output_path=3)
+    mixture = gx.MixturePosterior([posterior, posterior])
+    with pytest.raises(ValueError, match="MixturePosterior"):
+        gx.integrated_gradients(mixture, Q, output_path=tmp_path / "out.parquet")
+
+
+@pytest.mark.slow
+def test_command_line_explains_on_a_dask_scheduler(client, tmp_path, monkeypatch):
+    from functools import partial
+
+    from typer.testing import CliRunner
+
+    from gpexplain import cli
+
+    monkeypatch.setattr(cli, "GPRegressor", partial(gx.GPRegressor, n_restarts=0))
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame(rng.normal(size=(40, 3)), columns=["a", "b", "c"])
+    frame["y"] = np.sin(frame["a"]) + frame["b"]
+    data = tmp_path / "small.csv"
+    frame.to_csv(data, index=False)
+    tables = {}
+    for name, extra in [("serial", []), ("dask", ["--dask-scheduler", client.scheduler.address])]:
+        result = CliRunner().invoke(cli.app, [
+            "explain", str(data), "--target", "y", "--rows", "0:12", "--no-holdout",
+            "--out", str(tmp_path / name), *extra,
+        ])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        tables[name] = pd.read_csv(tmp_path / name / "attributions.csv")
+    pd.testing.assert_frame_equal(tables["dask"], tables["serial"], rtol=1e-10)
+
+
+def test_dask_client_arguments():
+    from gpexplain.parallel import dask_client
+
+    with dask_client() as nothing:
+        assert nothing is None
+    with pytest.raises(ValueError, match="not both"), dask_client("tcp://127.0.0.1:1", 2):
+        pass
+    with pytest.raises(ValueError, match="must be >= 1"), dask_client(workers=0):
+        pass
