@@ -71,3 +71,21 @@ def test_lengthscales_whose_powers_overflow_are_refused():
     base.lengthscale = torch.tensor([1e-300, 1.0], dtype=torch.float64)
     with pytest.raises(ValueError, match=r"(?s)kernel .* gives non-finite values on X"):
         gx.ExactPosterior(X, y, base, noise=0.1)
+
+
+@pytest.mark.parametrize("kind", ["matern52", "periodic"])
+def test_every_lengthscale_infinite_gives_zero_attributions_not_a_torch_error(kind):
+    # A kernel whose every lengthscale is infinite is constant: f(x) - f(xt) = 0 exactly, so
+    # every attribution and its covariance are 0 (torch's autograd used to raise "One of the
+    # differentiated Tensors appears to not have been used in the graph").
+    import gpytorch
+    import torch
+
+    base = (gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=2) if kind == "matern52"
+            else gpytorch.kernels.PeriodicKernel(ard_num_dims=2))
+    kernel = gpytorch.kernels.ScaleKernel(base).double()
+    kernel.base_kernel.lengthscale = torch.full((1, 2), float("inf"), dtype=torch.float64)
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    posterior = gx.ExactPosterior(X, X[:, 0], kernel, 0.1)
+    attr = gx.integrated_gradients(posterior, X[:2], X.mean(0))
+    assert np.all(attr.mean == 0.0) and np.all(attr.cov == 0.0)

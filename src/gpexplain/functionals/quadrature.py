@@ -105,6 +105,19 @@ def staggered_rule(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         order += 1
 
 
+def _gradient(output, wrt, **options):
+    """``d output / d wrt`` by autograd, zeros where ``output`` does not depend on ``wrt`` (a
+    kernel whose every lengthscale is infinite is constant: torch would raise instead)."""
+    import torch
+
+    if not output.requires_grad:
+        return torch.zeros_like(wrt)
+    (gradient,) = torch.autograd.grad(
+        output, wrt, allow_unused=True, materialize_grads=True, **options
+    )
+    return gradient
+
+
 def _path(X, baseline, nodes):
     """Path points ``xt + t_k (x - xt)`` as a (n_points, n_nodes, n_features) tensor."""
     import torch
@@ -166,7 +179,7 @@ def integrated_gradient_functionals(
     left = left.detach().requires_grad_(True)
     right = train[None, None].expand(n_points, n_nodes, -1, -1).reshape(-1, n_features)
     values = torch_kernel(left, right, diag=True)
-    (gradient,) = torch.autograd.grad(values.sum(), left)
+    gradient = _gradient(values.sum(), left)
     gradient = gradient.reshape(n_points, n_nodes, n_train, n_features)
     cross = torch.einsum("k,pkni->pin", w, gradient) * delta[:, :, None]
 
@@ -181,10 +194,10 @@ def integrated_gradient_functionals(
     right = right.detach().requires_grad_(True)
     pair_weights = (w[:, None] * w2[None, :]).reshape(-1).repeat(n_points)
     values = torch_kernel(left, right, diag=True)
-    (grad_left,) = torch.autograd.grad((values * pair_weights).sum(), left, create_graph=True)
+    grad_left = _gradient((values * pair_weights).sum(), left, create_graph=True)
     prior = torch.empty(n_points, n_features, n_features, dtype=torch.float64)
     for i in range(n_features):
-        (mixed,) = torch.autograd.grad(grad_left[:, i].sum(), right, retain_graph=True)
+        mixed = _gradient(grad_left[:, i].sum(), right, retain_graph=True)
         prior[:, i, :] = mixed.reshape(n_points, -1, n_features).sum(dim=1)
     prior = prior * delta[:, :, None] * delta[:, None, :]
     prior = 0.5 * (prior + prior.transpose(1, 2))  # the staggered pairing is not symmetric
@@ -216,10 +229,10 @@ def _weighted_mixed_derivatives(torch_kernel, left, right, weights, n_groups):
     left = left.detach().requires_grad_(True)
     right = right.detach().requires_grad_(True)
     values = _pairwise(torch_kernel, left, right)
-    (grad_left,) = torch.autograd.grad((values * weights).sum(), left, create_graph=True)
+    grad_left = _gradient((values * weights).sum(), left, create_graph=True)
     out = torch.empty(n_groups, n_features, n_features, dtype=torch.float64)
     for i in range(n_features):
-        (mixed,) = torch.autograd.grad(grad_left[:, i].sum(), right, retain_graph=True)
+        mixed = _gradient(grad_left[:, i].sum(), right, retain_graph=True)
         out[:, i, :] = mixed.reshape(n_groups, -1, n_features).sum(dim=1)
     return out.detach()
 
@@ -343,7 +356,7 @@ def stationary_cross(torch_kernel, leaves, X, baseline, Z, n_steps: int) -> np.n
     path = baseline + nodes[..., None] * delta[:, None, None, :]  # (p, n, K, D)
     left = torch.as_tensor(path.reshape(-1, X.shape[1])).requires_grad_(True)
     right = torch.as_tensor(np.repeat(np.tile(Z, (n_points, 1)), n_nodes, axis=0))
-    (gradient,) = torch.autograd.grad(_pairwise(torch_kernel, left, right).sum(), left)
+    gradient = _gradient(_pairwise(torch_kernel, left, right).sum(), left)
     gradient = gradient.numpy().reshape(n_points, n_train, n_nodes, X.shape[1])
     cross = np.einsum("pnk,pnki->pin", weights, gradient) * delta[:, :, None]
     # A feature with x_i = xt_i gets exactly zero (and a zero-distance leaf may give NaN).
