@@ -934,10 +934,6 @@ def explain(
             if target is None:
                 raise ValueError("--target is required (unless --model-from is given)")
             choice = check_choice(model, kernel, method, seed, n_inducing, game, background)
-        if dask_scheduler is not None and workers is not None:
-            raise ValueError("give --dask-scheduler or --workers, not both")
-        if workers is not None and workers < 1:
-            raise ValueError(f"--workers must be a positive integer, got {workers}")
         else:
             if save_model is not None or (model, kernel, n_inducing) != ("exact", "ard", None):
                 raise ValueError(
@@ -946,6 +942,10 @@ def explain(
                 )
             saved_model, choice, saved_target = _cli_saved.load_model(model_from, method)
             target = target or saved_target
+        if dask_scheduler is not None and workers is not None:
+            raise ValueError("give --dask-scheduler or --workers, not both")
+        if workers is not None and workers < 1:
+            raise ValueError(f"--workers must be a positive integer, got {workers}")
     except (ValueError, TypeError, FileNotFoundError) as error:
         _fail(str(error))
     frame = _load_frame(data, header, names)

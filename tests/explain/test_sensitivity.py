@@ -180,3 +180,39 @@ def test_refusals_are_named():
         gx.global_sensitivity(posterior, measure="gaussian")
     with pytest.raises(ValueError, match="features"):
         gx.global_sensitivity(posterior, Empirical(np.zeros((3, 5))))
+
+
+@pytest.mark.parametrize("ratio", [1e-1, 1.0, 1e2, 1e3, 1e4])
+def test_centred_second_moment_keeps_its_digits_for_wide_lengthscales(ratio):
+    # E2 - mu mu' cancels to O((std / l)^2) when l >> std: the subtraction lost eps (l/std)^2
+    # relative (Sobol variances 3e-10 off the total at l / std = 1e3); the centred form must
+    # match 50-digit quadrature of the centred product to 1e-12 relative at every ratio.
+    import mpmath
+
+    from gpexplain.kernels.product import product_structure
+
+    mean, std = 0.3, 1.7
+    lengthscale = ratio * std
+    structure = product_structure(gx.kernels.RBF(np.array([lengthscale]), 1.0), 1)
+    measure = gx.measures.Gaussian(np.array([mean]), np.array([std]))
+    points = np.array([[-2.0], [0.1], [4.0]])
+    got = structure.centred_second_moment(points, points, measure)[:, :, 0]
+    with mpmath.workdps(50):
+        m, s, ell = mpmath.mpf(mean), mpmath.mpf(std), mpmath.mpf(lengthscale)
+        norm = s * mpmath.sqrt(2 * mpmath.pi)
+
+        def expect(function):
+            return mpmath.quad(
+                lambda t: function(t) * mpmath.exp(-((t - m) ** 2) / (2 * s * s)) / norm,
+                [-mpmath.inf, m, mpmath.inf],
+            )
+
+        def k(t, a):
+            return mpmath.exp(-((t - mpmath.mpf(a)) ** 2) / (2 * ell * ell))
+
+        values = points[:, 0]
+        mus = [expect(lambda t, a=a: k(t, a)) for a in values]
+        for i, j in np.ndindex(3, 3):
+            reference = float(expect(lambda t, i=i, j=j: (k(t, values[i]) - mus[i])
+                                     * (k(t, values[j]) - mus[j])))
+            assert abs(got[i, j] - reference) <= 1e-12 * abs(reference)

@@ -126,13 +126,16 @@ def global_sensitivity(
     of_reduction = [0.0, np.zeros(n_features), np.zeros(n_features), np.zeros(n_features)]
     for start in range(0, n_basis, chunk_size):
         rows = slice(start, start + chunk_size)
-        E2 = structure.second_moment(Z[rows], Z, measure)
         B = mu[rows, None, :] * mu[None, :, :]
-        for index, H in enumerate(_pair_functionals(E2, B, nodes, weights)):
+        C = structure.centred_second_moment(Z[rows], Z, measure)
+        for index, H in enumerate(_pair_functionals(B + C, B, C, nodes, weights)):
             of_mean[index] += np.einsum("a,ab...,b->...", alpha[rows], H, alpha)
             of_reduction[index] += np.einsum("ab,ab...->...", Q[rows], H)
     M = structure.double_embedding(measure)
-    prior = _pair_functionals(np.ones((1, 1, n_features)), M[None, None, :], nodes, weights)
+    prior = _pair_functionals(
+        np.ones((1, 1, n_features)), M[None, None, :],
+        structure.centred_double_embedding(measure)[None, None, :], nodes, weights,
+    )
     s2 = structure.variance
     mean_part = [s2**2 * value for value in of_mean]
     expected = [
@@ -161,15 +164,22 @@ def global_sensitivity(
     )
 
 
-def _pair_functionals(E2, B, nodes, weights):
+def _pair_functionals(E2, B, C, nodes, weights):
     """Per pair (n, n'): the Hadamard matrices of the total variance (...,), and of the
-    first-order, total and Shapley variances (..., d)."""
-    C = E2 - B
+    first-order, total and Shapley variances (..., d).
+
+    ``C = E2 - B`` comes from the caller without cancellation (``centred_second_moment``);
+    the total ``prod E2 - prod B`` telescopes into ``sum_i C_i prod_{j < i} E2_j prod_{j > i}
+    B_j``, so every quantity is a sum of products of accurate factors.
+    """
+    before = np.cumprod(np.concatenate([np.ones_like(E2[..., :1]), E2[..., :-1]], -1), -1)
+    after = np.cumprod(np.concatenate([np.ones_like(B[..., :1]), B[..., :0:-1]], -1), -1)
+    total = np.sum(C * before * after[..., ::-1], axis=-1)
     return (
-        E2.prod(-1) - B.prod(-1),
+        total,
         C * leave_one_out_products(B),
         C * leave_one_out_products(E2),
-        multilinear_shapley(E2, B, nodes, weights),
+        multilinear_shapley(E2, B, nodes, weights, delta=C),
     )
 
 

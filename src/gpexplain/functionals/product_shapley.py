@@ -78,19 +78,22 @@ def leave_one_out_products(c: np.ndarray) -> np.ndarray:
     return prefix * suffix
 
 
-def multilinear_shapley(p: np.ndarray, q: np.ndarray, nodes, weights) -> np.ndarray:
+def multilinear_shapley(p: np.ndarray, q: np.ndarray, nodes, weights, delta=None) -> np.ndarray:
     """Shapley values of the product games ``v(S) = prod_{j in S} p_j prod_{j not in S} q_j``.
 
     Parameters
     ----------
     p, q : ndarray, broadcastable, features on the last axis
     nodes, weights : Gauss-Legendre rule on [0, 1] exact for degree d - 1
+    delta : ndarray, optional
+        ``p - q`` when the caller has it without cancellation.
 
     Returns
     -------
     ndarray, broadcast shape: ``(p_i - q_i) int_0^1 prod_{j != i} (q_j + t (p_j - q_j)) dt``
     """
-    delta = p - q
+    if delta is None:
+        delta = p - q
     path = q[..., None, :] + nodes[:, None] * delta[..., None, :]  # (..., m, d)
     return delta * np.einsum("...md,m->...d", leave_one_out_products(path), weights)
 
