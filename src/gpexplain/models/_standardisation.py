@@ -112,3 +112,17 @@ class FeatureScaling:
         """
         given = kernel._lengthscales(self.n_features)[self.active] / self.x_scale
         return given if ard else np.array([float(np.exp(np.mean(np.log(given))))])
+
+
+def choice_scaling(X: np.ndarray, names: list[str], sees_constant_columns: bool):
+    """``(constant, scaling)``: the constant columns (warned about once) and the
+    ``FeatureScaling`` of the columns the kernel sees: all of them for a user-supplied
+    kernel, which indexes columns itself (``active_dims``), else the non-constant ones."""
+    consequence = (
+        "a user-supplied kernel still sees them (standardised by 1)"
+        if sees_constant_columns
+        else IGNORED
+    )
+    constant = constant_columns(X, names, consequence)
+    active = np.arange(X.shape[1]) if sees_constant_columns else np.flatnonzero(~constant)
+    return constant, FeatureScaling(X, active)

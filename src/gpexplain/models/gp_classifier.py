@@ -53,7 +53,7 @@ from gpexplain.models._fitting import (
 )
 from gpexplain.models._kernel_choices import kernel_choice
 from gpexplain.models._params import Integer, Options, Seed
-from gpexplain.models._standardisation import IGNORED, FeatureScaling, constant_columns
+from gpexplain.models._standardisation import FeatureScaling, choice_scaling
 from gpexplain.models._svgp import INDUCING_INITS, SVGPModel, initial_inducing_points
 from gpexplain.posterior.variational import VariationalPosterior
 
@@ -317,16 +317,7 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
                 f"n_inducing={self.n_inducing} exceeds the {X.shape[0]} training rows; use at "
                 f"most {X.shape[0]}."
             )
-        consequence = (
-            "a user-supplied kernel still sees them (standardised by 1)"
-            if choice.sees_constant_columns
-            else IGNORED
-        )
-        constant = constant_columns(X, names, consequence)
-        active = np.arange(X.shape[1]) if choice.sees_constant_columns else np.flatnonzero(
-            ~constant
-        )
-        scaling = FeatureScaling(X, active)
+        constant, scaling = choice_scaling(X, names, choice.sees_constant_columns)
         Xs = scaling.features(X)
         rng = np.random.default_rng(self.random_state)
         Z_t = torch.as_tensor(
@@ -393,8 +384,8 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
             strategy = latent.variational_strategy
             q = strategy.variational_distribution
             kernel = choice.original_units(
-                latent.covar_module, X.shape[1], active, scaling.x_mean, scaling.x_scale, 1.0,
-                self.optimizer,
+                latent.covar_module, X.shape[1], scaling.active, scaling.x_mean, scaling.x_scale,
+                1.0, self.optimizer,
             )
             inducing_points = scaling.unstandardise(strategy.inducing_points.detach().numpy())
             self.kernels_.append(kernel)

@@ -38,9 +38,8 @@ from gpexplain.models._kernel_choices import kernel_choice
 from gpexplain.models._params import MULTISTART_CONSTRAINTS, Integer
 from gpexplain.models._se_likelihood import maximise_se_marginal_likelihood
 from gpexplain.models._standardisation import (
-    IGNORED,
     FeatureScaling,
-    constant_columns,
+    choice_scaling,
     target_scaling,
 )
 from gpexplain.posterior import ExactPosterior
@@ -231,17 +230,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     def _fit(self, X, y, names, callback) -> None:
         """Fit the hyperparameters and build the posterior (data and parameters validated)."""
         choice, ard = self._check_params()
-        consequence = (
-            "a user-supplied kernel still sees them (standardised by 1)"
-            if choice.sees_constant_columns
-            else IGNORED
-        )
-        constant = constant_columns(X, names, consequence)
-        # A user kernel indexes columns itself (active_dims): it gets all of them.
-        active = np.arange(X.shape[1]) if choice.sees_constant_columns else np.flatnonzero(
-            ~constant
-        )
-        scaling = FeatureScaling(X, active)
+        constant, scaling = choice_scaling(X, names, choice.sees_constant_columns)
         x_mean, x_scale = scaling.x_mean, scaling.x_scale
         y_mean, y_scale = target_scaling(y)
         Xs = scaling.features(X)
@@ -294,7 +283,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         self.restarts_ = restarts
 
         self.kernel_ = choice.original_units(
-            module, X.shape[1], active, x_mean, x_scale, y_scale, self.optimizer
+            module, X.shape[1], scaling.active, x_mean, x_scale, y_scale, self.optimizer
         )
         self.noise_ = float(noise * y_scale**2)
         self.mean_ = float(y_mean + y_scale * constant_mean)
