@@ -185,3 +185,21 @@ def test_posterior_from_scikit_learn_saves_and_loads(data, tmp_path):
         gx.save(posterior, None)
     with pytest.raises(TypeError, match="expected must be a class"):
         gx.load(tmp_path / "p", expected="ExactPosterior")
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_classifier_saves_and_loads_bit_identically(data, tmp_path, n_classes):
+    X, y = data
+    labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = gx.GPClassifier(n_inducing=8, max_iter=10).fit(X, labels)
+    model.save(tmp_path / "clf")
+    loaded = gx.load(tmp_path / "clf", expected=gx.GPClassifier)
+    assert loaded.gpytorch_models_ is None  # training-time modules are not saved
+    Xq = X.iloc[:4] + 0.3
+    np.testing.assert_array_equal(loaded.predict_proba(Xq), model.predict_proba(Xq))
+    for output in ("latent", "probability"):
+        original = gx.integrated_gradients(model, Xq, output=output, target_class=1)
+        again = gx.integrated_gradients(loaded, Xq, output=output, target_class=1)
+        np.testing.assert_array_equal(again.mean, original.mean)

@@ -235,7 +235,8 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
         Per start: ``start``, ``log_marginal_likelihood`` (its final ELBO, None when
         discarded) and ``stopped_early``.
     gpytorch_models_ : torch.nn.ModuleList of gpytorch ApproximateGP
-        The trained latent SVGPs, in standardised units of X (eval mode, float64).
+        The trained latent SVGPs, in standardised units of X (eval mode, float64); None
+        after ``gx.load`` (predictions and explanations use the posteriors).
     constant_features_, feature_names_in_, n_features_in_
         As for the regressors.
 
@@ -251,6 +252,7 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
         From ``fit``: every start diverged to non-finite values.
     """
 
+    _not_saved = ("gpytorch_models_",)  # training-time modules; see persistence.py
     _parameter_constraints = {
         "link": Options(LINKS),
         "inference": Options(("variational",)),
