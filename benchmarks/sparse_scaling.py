@@ -203,7 +203,10 @@ def main() -> None:
     print(f"\ntotal {total:.0f}s wall")
     if not args.quick:
         settings = {key: value for key, value in vars(args).items() if key != "output"}
-        settings["output"] = str(args.output)
+        # Recorded relative to the repository (an absolute path names the machine it ran on).
+        output = Path(args.output).resolve()
+        inside = output.is_relative_to(REPO)
+        settings["output"] = str(output.relative_to(REPO) if inside else output)
         settings["notes"] = [
             "one core (torch, OpenMP, BLAS threads = 1); held-out = seeded 20% of the rows",
             "SVGP: whitened, k-means inducing init, Adam on minibatch ELBO over all parameters",

@@ -147,8 +147,9 @@ def _expected_response(link: str, mean: np.ndarray, var: np.ndarray) -> np.ndarr
     trapezoidal rule of ``_expected_logistic`` (error below 1e-14). Softmax: the fixed
     rule of the ELBO (see the module docstring).
 
-    The explanation layer's links module supersedes this helper at merge; one function so
-    that the switch is one import.
+    ``gpexplain.links`` computes the same expectations for the explanations, but DESIGN.md
+    places links above the estimators, so an estimator cannot import it; this one function
+    is what a move of links below the estimators would replace.
     """
     if link == "probit":
         positive = ndtr(mean[0] / np.sqrt(1.0 + var[0]))
