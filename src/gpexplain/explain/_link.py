@@ -8,7 +8,9 @@ expectation under the latent Gaussian posterior (``gpexplain.links``). This modu
 1. resolves what to explain (``resolve_output``): an estimator with ``link_`` (and
    ``posterior_`` or ``posteriors_``), a posterior carrying ``link`` (``from_sklearn`` of a
    ``GaussianProcessClassifier``), or any posterior with an explicit ``link=``; the latent
-   (``output="latent"``) goes back to the Gaussian path of the driver unchanged;
+   (``output="latent"``) goes back to the Gaussian path of the driver unchanged, and
+   explanations that exist for the latent only (Shapley values, global sensitivity) choose
+   it with ``latent_posterior``;
 2. computes, per point, the joint Gaussian moments of ``f(x)`` and ``grad f(x)`` (mean,
    variance, ``E grad f``, ``Cov(f, grad f)`` and optionally ``Cov(grad f)``) from the
    posterior's representer form and the gradient functional's scheme for its kernel;
@@ -41,7 +43,7 @@ from gpexplain.posterior import as_posterior
 from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.mixture import MixturePosterior
 
-__all__ = ["LinkedPosterior", "resolve_output", "explain_linked", "OUTPUTS"]
+__all__ = ["LinkedPosterior", "latent_posterior", "resolve_output", "explain_linked", "OUTPUTS"]
 
 OUTPUTS = ("probability", "latent")
 COMPLETENESS_TOLERANCE = 1e-10
@@ -97,6 +99,103 @@ def _class_index(classes, target_class, default):
     return matches[0]
 
 
+def _latents(model_or_posterior):
+    """``(posteriors, link, classes)`` of a model, a posterior or a list of C posteriors.
+
+    ``link`` is the model's own (``link_``, or a posterior's ``link``; None for a regression
+    or a bare list); ``classes`` the class labels (``[0, 1]`` or ``range(C)`` when unnamed).
+    """
+    if isinstance(model_or_posterior, list | tuple):
+        posteriors = [as_posterior(part) for part in model_or_posterior]
+        return posteriors, None, list(range(len(posteriors)))
+    if isinstance(model_or_posterior, Posterior | MixturePosterior):
+        return ([model_or_posterior], getattr(model_or_posterior, "link", None),
+                getattr(model_or_posterior, "classes", [0, 1]))
+    many = getattr(model_or_posterior, "posteriors_", None)
+    posteriors = list(many) if many is not None else [as_posterior(model_or_posterior)]
+    classes = getattr(model_or_posterior, "classes_", list(range(max(len(posteriors), 2))))
+    return posteriors, getattr(model_or_posterior, "link_", None), classes
+
+
+def _pick_latent(posteriors, link, classes, target_class):
+    """``(posterior, description)`` of the latent chosen by ``target_class``.
+
+    ``description`` names it for ``method`` strings ("latent log-odds of class 'b'"; None for
+    a regression, which has no classes). Binary links explain the one latent, of
+    ``classes[1]``; the softmax needs ``target_class``.
+    """
+    if len(posteriors) > 1:
+        index = _class_index(classes, target_class, None)
+        label = np.asarray(classes).tolist()[index]
+        return posteriors[index], f"softmax latent of class {label!r}"
+    if link is None:
+        if target_class is not None:
+            raise ValueError(
+                f"target_class={target_class!r} applies to classifiers; this model is a "
+                "regression (one latent function, no classes): drop target_class."
+            )
+        return posteriors[0], None
+    positive = np.asarray(classes).tolist()[1]
+    scale = "probit" if getattr(link, "name", link) == "probit" else "log-odds"
+    if target_class is not None and _class_index(classes, target_class, 1) != 1:
+        raise ValueError(
+            f"the latent of a binary model is the {scale} of class {positive!r} (that of "
+            f"class {target_class!r} is its negative): explain target_class={positive!r} and "
+            f"negate, or explain output='probability' for class {target_class!r} with "
+            "gx.integrated_gradients or gx.gradients."
+        )
+    return posteriors[0], f"latent {scale} of class {positive!r}"
+
+
+def latent_posterior(model_or_posterior, target_class=None, output=None,
+                     caller: str = "explain"):
+    """The Gaussian latent posterior that a linear explanation of a classifier explains.
+
+    For explanations that exist for the latent function only (Shapley values, global
+    sensitivity): a regression's posterior as it is; a binary classifier's one latent (the
+    log-odds, or probit, of ``classes_[1]``); a softmax classifier's latent ``f_c`` of
+    ``target_class``.
+
+    Parameters
+    ----------
+    model_or_posterior : fitted estimator, Posterior / MixturePosterior, or list of C Posteriors
+        Classifiers as in ``resolve_output``: ``link_`` with ``posterior_`` or ``posteriors_``
+        and ``classes_``, or a posterior carrying ``link`` (``from_sklearn`` of a
+        ``GaussianProcessClassifier``).
+    target_class : label, optional
+        Binary: None or ``classes_[1]``. Softmax: required, by label.
+    output : {"latent"}, optional
+        Accepted for symmetry with ``gx.integrated_gradients``; "probability" is refused.
+    caller : str
+        Public function name used in error messages.
+
+    Returns
+    -------
+    (Posterior or MixturePosterior, str or None)
+        The latent posterior, and what it is for ``method`` strings ("latent log-odds of
+        class 'b'", "softmax latent of class 2"), None for a regression.
+
+    Raises
+    ------
+    TypeError
+        ``output="probability"`` (the message names integrated gradients of the probability
+        as the alternative); not a model or posterior.
+    ValueError
+        Another unknown ``output``; ``target_class`` missing (softmax), not a class, the
+        negative class of a binary model, or given for a regression; an unfitted estimator.
+    """
+    if output == "probability":
+        raise TypeError(
+            f"{caller} explains the latent function (a Gaussian, additive in features); class "
+            "probabilities are not linear in it. Use gx.integrated_gradients(model, X, "
+            "output='probability', target_class=...) for attributions of the probability, or "
+            "output='latent' here."
+        )
+    if output is not None and output != "latent":
+        raise ValueError(f"output must be 'latent' for {caller}, got {output!r}.")
+    return _pick_latent(*_latents(model_or_posterior), target_class)
+
+
 def resolve_output(model_or_posterior, link=None, output=None, target_class=None,
                    approximation: str = "quadrature"):
     """What an explanation function explains: a Gaussian posterior, or a ``LinkedPosterior``.
@@ -113,7 +212,8 @@ def resolve_output(model_or_posterior, link=None, output=None, target_class=None
         Default: "probability" when there is a link, else "latent".
     target_class : label, optional
         Class to explain (by label; default the positive class ``classes_[1]`` of a binary
-        model; required for multiclass).
+        model; required for multiclass). The latent of a binary model is that of
+        ``classes_[1]`` only; a regression has none.
     approximation : {"quadrature", "taylor"}
 
     Returns
@@ -124,7 +224,7 @@ def resolve_output(model_or_posterior, link=None, output=None, target_class=None
     ------
     ValueError
         Unknown output/approximation/class, probabilities without a link, a link that does
-        not match the number of latents.
+        not match the number of latents, ``target_class`` with the latent of a regression.
     TypeError
         A mixture posterior with a link, or not a model/posterior.
     """
@@ -132,33 +232,14 @@ def resolve_output(model_or_posterior, link=None, output=None, target_class=None
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}.")
     if approximation not in APPROXIMATIONS:
         raise ValueError(f"approximation must be one of {APPROXIMATIONS}, got {approximation!r}.")
-    if isinstance(model_or_posterior, list | tuple):
-        posteriors = [as_posterior(part) for part in model_or_posterior]
-        default_link, classes = None, list(range(len(posteriors)))
-    elif isinstance(model_or_posterior, Posterior | MixturePosterior):
-        posteriors = [model_or_posterior]
-        default_link = getattr(model_or_posterior, "link", None)
-        classes = getattr(model_or_posterior, "classes", [0, 1])
-    else:
-        default_link = getattr(model_or_posterior, "link_", None)
-        many = getattr(model_or_posterior, "posteriors_", None)
-        posteriors = list(many) if many is not None else [as_posterior(model_or_posterior)]
-        classes = getattr(model_or_posterior, "classes_", list(range(max(len(posteriors), 2))))
+    posteriors, default_link, classes = _latents(model_or_posterior)
     chosen = default_link if link is None else link
     output = output or ("probability" if chosen is not None else "latent")
     multiclass = len(posteriors) > 1
     if output == "latent":
         if approximation != "quadrature":
             raise ValueError("approximation applies to output='probability' only.")
-        if not multiclass:
-            if target_class is not None and _class_index(classes, target_class, 1) != 1:
-                positive = np.asarray(classes).tolist()[1]
-                raise ValueError(
-                    f"the latent of a binary model is the log-odds of class {positive!r}; "
-                    f"explain output='probability' for class {target_class!r}."
-                )
-            return posteriors[0]
-        return posteriors[_class_index(classes, target_class, None)]
+        return _pick_latent(posteriors, chosen, classes, target_class)[0]
     if chosen is None:
         raise ValueError(
             "output='probability' needs a link: pass link='logit' or 'probit' for a latent "

@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain._validation import check_finite_result
+from gpexplain.explain._link import latent_posterior
 from gpexplain.functionals.product_shapley import (
     gauss_legendre_unit,
     leave_one_out_products,
@@ -49,22 +50,32 @@ from gpexplain.global_attribution import GlobalSensitivity
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.product import product_structure
 from gpexplain.parallel import default_chunk_size
-from gpexplain.posterior import as_posterior
 from gpexplain.posterior.mixture import MixturePosterior
 
 __all__ = ["global_sensitivity"]
 
 
 def global_sensitivity(
-    model_or_posterior, measure=None, *, n_nodes: int = 64, chunk_size: int | None = None
+    model_or_posterior, measure=None, *, n_nodes: int = 64, chunk_size: int | None = None,
+    target_class=None, output: str | None = None,
 ) -> GlobalSensitivity:
     """Sobol indices and Shapley effects of a product-kernel GP, in closed form, with their
     posterior expectation and (first order) posterior standard deviation.
 
+    **Classifiers** (``gx.GPClassifier``, ``gx.from_sklearn(GaussianProcessClassifier)``): the
+    indices are those of the latent function, which is Gaussian (class probabilities are not,
+    and have no closed form here). Binary: the log-odds of ``classes_[1]`` (logit link;
+    probit: ``Phi^{-1}`` of its probability given f), so the variances are in squared
+    log-odds and say how much of the spread of the log-odds over the measure each feature
+    drives. Softmax: the latent ``f_c`` of ``target_class``, identified only up to a
+    function added to every class's latent alike, so its variance is not that of a log-odds
+    of class c against the rest; compare features within one class.
+
     Parameters
     ----------
     model_or_posterior : fitted estimator or ``Posterior`` with a product kernel (ARD squared
-        exponential, GPyTorch products of one-dimensional RBF / Matern / RQ kernels)
+        exponential, GPyTorch products of one-dimensional RBF / Matern / RQ kernels), or a
+        classifier (see above)
     measure : gx.measures.Gaussian or gx.measures.Empirical, optional
         The product measure of the inputs. Default: independent Gaussians with each training
         column's mean and standard deviation (squared-exponential factors only; use
@@ -74,12 +85,19 @@ def global_sensitivity(
         (an empirical measure uses its atoms, exactly).
     chunk_size : int, optional
         Rows of Z processed at once (bounds memory); automatic by default.
+    target_class : class label, optional
+        Classifiers: the class whose latent is analysed. Binary: ``classes_[1]`` (the
+        default; ``classes_[0]`` is refused: its log-odds is the negative, with the same
+        indices). Softmax: required.
+    output : {"latent"}, optional
+        The only level these indices have (the default); "probability" is refused.
 
     Returns
     -------
     GlobalSensitivity
-        Unnormalised variances (squared units of y) of the posterior mean and their posterior
-        expectations; indices (shares of ``Var m``) as properties.
+        Unnormalised variances (squared units of y; classifiers: squared latent units) of the
+        posterior mean and their posterior expectations; indices (shares of ``Var m``) as
+        properties.
 
     Raises
     ------
@@ -87,17 +105,19 @@ def global_sensitivity(
         Not a fitted estimator or posterior; a mixture posterior (indices are not linear in f,
         so they do not mix); a kernel without the product structure (integrated gradients
         named as the alternative); a measure that is not Gaussian or Empirical, or Gaussian
-        with a Matern / RQ factor.
+        with a Matern / RQ factor; ``output="probability"``.
     ValueError
         ``n_nodes`` or ``chunk_size`` not a positive integer; a measure with the wrong number of
-        features.
+        features; ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary
+        model, or given for a regression; an unknown ``output``.
     """
     for name, value in (("n_nodes", n_nodes), ("chunk_size", chunk_size)):
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1
         ):
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    posterior = as_posterior(model_or_posterior)
+    posterior, _ = latent_posterior(model_or_posterior, target_class, output,
+                                    "global_sensitivity")
     if isinstance(posterior, MixturePosterior):
         raise TypeError(
             "global_sensitivity needs one Gaussian posterior, not a MixturePosterior: Sobol "

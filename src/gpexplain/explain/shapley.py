@@ -29,11 +29,14 @@ interaction order), by leave-one-out elementary symmetric polynomials; never 2^d
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
+from gpexplain.explain._link import latent_posterior
 from gpexplain.explain.integrated_gradients import resolve_baseline
 from gpexplain.functionals.product_shapley import GAMES, ProductShapley
 from gpexplain.functionals.shapley import AdditiveShapley, not_additive_message
@@ -58,6 +61,8 @@ def shapley_values(
     chunk_size: int | None = None,
     client=None,
     output_path=None,
+    target_class=None,
+    output: str | None = None,
 ) -> Attribution:
     """Exact local Shapley values of a GP, with their posterior covariance.
 
@@ -79,6 +84,22 @@ def shapley_values(
 
     In both cases ``mean[p, i] = sum_n A[p, i, n] a_n`` and ``cov[p, i, j] = P[p, i, j] -
     A[p, i, :] Q A[p, j, :]^T`` (the generic formula of the driver).
+
+    **Classifiers** (``gx.GPClassifier``, ``gx.from_sklearn(GaussianProcessClassifier)``): the
+    game is played by the latent function, which is Gaussian; class probabilities are not
+    linear in it, so they have no exact Shapley values here (their attributions are
+    ``gx.integrated_gradients(model, X, output="probability")``). A binary model's latent is the
+    log-odds of ``classes_[1]`` given f (logit link; with the probit link, ``Phi^{-1}`` of its
+    probability); the predicted probability ``E[sigma(f(x))]`` is nearer 1/2 than
+    ``sigma`` of the latent mean. In the baseline game, ``phi_i`` is feature i's share of the
+    change in log-odds from the baseline point to x, additive in features: the values sum to
+    ``f(x) - f(baseline)``, and ``exp(phi_i)`` is the factor feature i multiplies the odds of
+    ``classes_[1]`` by, not a change in probability. A softmax model has one latent ``f_c``
+    per class, and ``target_class`` chooses it; the softmax is unchanged by adding the same
+    function to every latent, so ``f_c`` is identified only up to that common shift and its
+    values are not log-odds of class c against the rest (only differences ``f_c - f_c'``
+    are); the values still sum to ``f_c(x)`` minus the base value, and compare features
+    within class c.
 
     Parameters
     ----------
@@ -107,14 +128,22 @@ def shapley_values(
     client, output_path : distributed.Client, and str or pathlib.Path, optional
         Run the chunks on a Dask cluster (same results), and stream them to a ``.parquet``
         file whose path is returned instead (``gpexplain.explain._driver.explain``).
+    target_class : class label, optional
+        Classifiers: the class whose latent is explained. Binary: ``classes_[1]`` (the
+        default; ``classes_[0]`` is refused, its log-odds being the negative). Softmax:
+        required.
+    output : {"latent"}, optional
+        The only level Shapley values have (the default); "probability" is refused.
 
     Returns
     -------
     Attribution
-        ``mean`` (n_points, n_features) in units of y; ``cov`` or None; ``method`` names the
-        game; ``baseline`` the reference point (baseline game), the background rows
-        (interventional) or None; ``baseline_prediction`` = base value ``v({})`` (the posterior
-        mean averaged over the reference; additive GP: ``m0 + sigma_0^2 1^T a``);
+        ``mean`` (n_points, n_features) in units of y (classifiers: latent units, e.g.
+        log-odds); ``cov`` or None; ``method`` names the game (and, for a classifier, the
+        latent: "... of the latent log-odds of class 'b'"); ``baseline`` the reference point
+        (baseline game), the background rows (interventional) or None;
+        ``baseline_prediction`` = base value ``v({})`` (the posterior mean averaged over the
+        reference; additive GP: ``m0 + sigma_0^2 1^T a``);
         ``difference_variance`` = posterior ``Var[f(x) - E_r f(r)]`` (additive GP:
         ``Var[f(x) - f_0]``), so ``completeness_gap()`` checks ``mean.sum(1) == prediction -
         baseline_prediction`` and ``cov.sum((1, 2))`` against it. For an
@@ -127,20 +156,24 @@ def shapley_values(
         Not a fitted estimator or posterior; a kernel without the structure the game needs
         (the message names integrated gradients as the alternative); a measure that is not
         Gaussian or Empirical; ``client`` is
-        not a ``distributed.Client``.
+        not a ``distributed.Client``; ``output="probability"``.
     ValueError
-        Unknown ``game``; an argument that does not belong to the game (e.g. ``background``
-        with ``game="baseline"``); a missing background or measure; bad query points, baseline
-        or background rows (wrong number of features, NaN/inf, mismatched DataFrame columns);
-        ``chunk_size`` < 1.
+        ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary model, or
+        given for a regression; unknown ``output`` or ``game``; an argument that does not
+        belong to the game (e.g. ``background`` with ``game="baseline"``); a missing
+        background or measure; bad query points, baseline or background rows (wrong number
+        of features, NaN/inf, mismatched DataFrame columns); ``chunk_size`` < 1.
     """
-    functional = _shapley_functional(
-        as_posterior(model_or_posterior), game, baseline, background, measure
-    )
-    return explain(
-        model_or_posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
+    posterior, latent = latent_posterior(model_or_posterior, target_class, output,
+                                         "shapley_values")
+    functional = _shapley_functional(posterior, game, baseline, background, measure)
+    result = explain(
+        posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
         client=client, output_path=output_path, caller="shapley_values",
     )
+    if latent is None or not isinstance(result, Attribution):  # a regression, or a file
+        return result
+    return replace(result, method=f"{result.method} of the {latent}")
 
 
 def _shapley_functional(posterior, game, baseline, background, measure):
