@@ -152,3 +152,35 @@ def test_holdout_metrics_match_sklearn():
     binary = brier_score_loss(y[30:] == "b", p[:, 1])
     assert metrics["brier_score_binary"] == pytest.approx(binary, rel=1e-12)
     assert metrics["brier_score"] == pytest.approx(2 * binary, rel=1e-12)
+
+
+@pytest.mark.parametrize(("labels", "game"), [
+    (lambda f: np.where(f["a"] + 0.5 * f["b"] > 0, "malignant", "benign"), "baseline"),
+    (lambda f: np.digitize(f["a"], [-0.5, 0.5]), "interventional"),
+])
+def test_shapley_values_per_class_on_the_latent(tmp_path, labels, game):
+    frame = _frame(labels)
+    background = ["--background", "5"] if game == "interventional" else []
+    result, out = _run(tmp_path, frame, "--method", "shapley", "--game", game, *background,
+                       "--rows", "0:3", "--no-holdout")
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    table = pd.read_csv(out / "attributions.csv")
+    summary = json.loads((out / "summary.json").read_text())
+    assert "probability_attribution" not in table.columns  # no probability-level game
+    assert "expected_probability" not in summary
+    assert f"exact Shapley values ({game} game)" in summary["explained_output"]
+    features = frame[["a", "b", "c"]]
+    fitted = gx.GPClassifier(n_inducing=min(256, len(frame)), max_iter=MAX_ITER).fit(
+        features, frame["y"])
+    latents = fitted.decision_function(features.iloc[:3])
+    latents = latents[:, None] if latents.ndim == 1 else latents
+    for column, label in enumerate(summary["explained_classes"]):
+        if fitted.link_ != "softmax":
+            column = 0
+            assert summary["method"].endswith(f"of the latent log-odds of class '{label}'")
+        rows = table[table["class"] == label]
+        assert summary["completeness_gap"][str(label)]["mean"] < 1e-8
+        # completeness against the classifier's own latent and the written base value
+        expected = latents[:, column] - summary["baseline"]["prediction"][str(label)]
+        np.testing.assert_allclose(rows.groupby("point")["attribution"].sum().to_numpy(),
+                                   expected, atol=1e-6)

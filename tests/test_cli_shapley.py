@@ -88,3 +88,16 @@ def test_sensitivity_refuses_other_kernels(tmp_path, small_csv):
                     "--out", tmp_path / "o")
     assert result.exit_code == 2
     assert "product kernels" in result.stderr
+
+
+@pytest.mark.parametrize("labels", [["yes", "no"], [True, False]])
+def test_sensitivity_refuses_class_labels_naming_the_alternatives(tmp_path, labels):
+    frame = small_frame()
+    frame["y"] = labels * (len(frame) // 2) + labels[:len(frame) % 2]
+    path = tmp_path / "labels.csv"
+    frame.to_csv(path, index=False)
+    result = invoke("sensitivity", path, "--target", "y", "--out", tmp_path / "o")
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert "holds class labels" in message and "--method shapley" in message
+    assert "gx.global_sensitivity" in message and "--task" not in message

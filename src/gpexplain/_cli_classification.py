@@ -4,8 +4,10 @@ A target is a classification target when ``--task classification`` says so, or (
 auto``) when it is text or booleans, or integer codes ``0..k-1`` / ``1..k`` with ``k <=
 MAX_CODED_CLASSES`` (other integer sets, e.g. wine quality scores 3..8, stay regression
 targets; ``--task`` overrides the guess). The model is a ``GPClassifier``; each class gets
-integrated gradients of its latent function (binary: the log-odds of the second class; softmax:
-each class's own latent); the held-out split reports accuracy, log loss and the Brier score.
+integrated gradients (``--method ig``, also of its expected probability) or exact Shapley values
+(``--method shapley``, latent only: the probability is not linear in the latent) of its latent
+function (binary: the log-odds of the second class; softmax: each class's own latent); the
+held-out split reports accuracy, log loss and the Brier score.
 Estimators and explanations are imported when used, so ``gpexplain --help`` stays fast.
 """
 
@@ -22,6 +24,7 @@ __all__ = [
     "build_classifier",
     "check_choice",
     "describe_output",
+    "explained_classes",
     "file_label",
     "json_label",
     "explain_by_class",
@@ -68,8 +71,10 @@ def check_choice(choice) -> None:
             "by the sparse variational GP classifier (leave --model at its default, or use "
             "--task regression)"
         )
-    if choice.method != "ig":
-        raise ValueError(f"--method {choice.method} does not apply to classification; use ig")
+    if choice.method not in ("ig", "shapley"):
+        raise ValueError(
+            f"--method {choice.method} does not apply to classification; use ig or shapley"
+        )
 
 
 def json_label(label):
@@ -88,11 +93,18 @@ def file_label(label) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(json_label(label))).strip("_") or "class"
 
 
-def describe_output(model) -> str:
+def describe_output(model, choice) -> str:
     """What the explanations of ``explain_by_class`` are of, for summary.json and figures."""
+    method = "integrated gradients" if choice.method == "ig" else (
+        f"exact Shapley values ({choice.options['game']} game)")
     if model.link_ == "softmax":
-        return "latent function of each class (softmax input), integrated gradients"
-    return f"latent {model.link_} of class {json_label(model.classes_[1])}, integrated gradients"
+        return f"latent function of each class (softmax input), {method}"
+    return f"latent {model.link_} of class {json_label(model.classes_[1])}, {method}"
+
+
+def explained_classes(model) -> list:
+    """The classes with an explained latent: every class (softmax), else ``classes_[1]``."""
+    return list(model.classes_) if model.link_ == "softmax" else [model.classes_[1]]
 
 
 def build_classifier(kernel: str, n_inducing: int, n_rows: int, seed: int):
@@ -102,35 +114,41 @@ def build_classifier(kernel: str, n_inducing: int, n_rows: int, seed: int):
     return GPClassifier(kernel=kernel, n_inducing=min(n_inducing, n_rows), random_state=seed)
 
 
-def explain_by_class(model, X, baseline) -> dict:
-    """Integrated gradients per explained class: ``{class label: Attribution}``.
+def explain_by_class(model, X, baseline, choice) -> dict:
+    """Latent explanations per explained class: ``{class label: Attribution}``.
 
     Binary links explain the one latent, the log-odds (probit) of ``classes_[1]``; the
     softmax explains every class's latent. This is the one place that chooses the level of
-    the explanation (with ``describe_output``): the latent, an exact Gaussian.
+    the explanation (with ``describe_output``): the latent, an exact Gaussian, by integrated
+    gradients or (``--method shapley``) the exact Shapley values of ``choice``'s game.
     """
+    from gpexplain._cli_models import product_shapley
     from gpexplain.explain import integrated_gradients
 
-    if model.link_ == "softmax":
-        latents = zip(model.classes_, model.posteriors_, strict=True)
-    else:
-        latents = [(model.classes_[1], model.posterior_)]
+    if choice.method == "shapley":
+        return {
+            label: product_shapley(model, X, baseline, target_class=label, **choice.options)
+            for label in explained_classes(model)
+        }
     return {
-        label: integrated_gradients(posterior, X, baseline=baseline)
-        for label, posterior in latents
+        label: integrated_gradients(model, X, baseline=baseline, output="latent",
+                                    target_class=label)
+        for label in explained_classes(model)
     }
 
 
-def probability_by_class(model, X, baseline) -> dict:
+def probability_by_class(model, X, baseline, choice) -> dict:
     """Integrated gradients of the expected class probability E[p_c(x)] per explained class
     (the classes of ``explain_by_class``): ``{class label: Attribution}``, means only (the
-    probability-level explanation has no covariance yet; its intervals are the latent's)."""
+    probability-level explanation has no covariance yet; its intervals are the latent's).
+    Empty for ``--method shapley``: Shapley values exist for the latent only."""
     from gpexplain.explain import integrated_gradients
 
-    labels = model.classes_ if model.link_ == "softmax" else [model.classes_[1]]
+    if choice.method != "ig":
+        return {}
     return {
         label: integrated_gradients(model, X, baseline=baseline, target_class=label)
-        for label in labels
+        for label in explained_classes(model)
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -22,6 +23,7 @@ __all__ = [
     "build_model",
     "explain",
     "finite_or_none",
+    "product_shapley",
     "hyperparameters",
 ]
 
@@ -47,23 +49,24 @@ def _shapley_values(model, X, baseline, client=None):
     return shapley_values(model, X, client=client)
 
 
-def _product_shapley(model, X, baseline, client=None, game="interventional",
-                     background=DEFAULT_BACKGROUND, seed=0):
+def product_shapley(model, X, baseline, client=None, game="interventional",
+                    background=DEFAULT_BACKGROUND, seed=0, target_class=None):
     """Exact Shapley values of a product-kernel GP: ``--game``, with ``--background`` training
     rows drawn with the seed (interventional), the ``--baseline`` (baseline game) or the
-    columns' Gaussian product measure (product-measure)."""
+    columns' Gaussian product measure (product-measure). Classifiers: the latent of
+    ``target_class`` (``gx.shapley_values``)."""
     from gpexplain.explain import shapley_values
+    from gpexplain.explain._link import latent_posterior
     from gpexplain.kernels.measures import Gaussian
 
-    data = model.posterior_.data_inputs
+    data = latent_posterior(model, target_class)[0].data_inputs
+    explain = partial(shapley_values, model, X, client=client, target_class=target_class)
     if game == "baseline":
-        return shapley_values(model, X, baseline=baseline, client=client)
+        return explain(baseline=baseline)
     if game == "product-measure":
-        return shapley_values(
-            model, X, measure=Gaussian(data.mean(0), data.std(0) + 1e-12), client=client
-        )
+        return explain(measure=Gaussian(data.mean(0), data.std(0) + 1e-12))
     rows = np.random.default_rng(seed).choice(len(data), min(background, len(data)), replace=False)
-    return shapley_values(model, X, background=data[np.sort(rows)], client=client)
+    return explain(background=data[np.sort(rows)])
 
 
 def _gpx_contributions(model, X, baseline, client=None):
@@ -140,7 +143,7 @@ class ModelSpec:
 
 TABLE = {
     "exact": ModelSpec(
-        _exact, KERNELS, {"ig": _integrated_gradients, "shapley": _product_shapley}
+        _exact, KERNELS, {"ig": _integrated_gradients, "shapley": product_shapley}
     ),
     "sparse": ModelSpec(_sparse, ("ard", "isotropic"), {"ig": _integrated_gradients}),
     "random-features": ModelSpec(

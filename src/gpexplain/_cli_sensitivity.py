@@ -7,6 +7,12 @@ under independent Gaussians with each column's mean and standard deviation, and 
 ``sensitivity.csv`` (one row per feature: the indices of the posterior mean, the variances,
 their posterior expectations and the first-order posterior std), ``summary.json`` and
 ``sensitivity.png`` (bars with 95% error bars).
+
+A target of class labels (text or booleans) is refused, naming the alternatives: the command
+analyses a regression, and a classifier's indices are those of one class's latent (its
+log-odds), which ``gx.global_sensitivity(classifier, target_class=...)`` computes; writing them
+per class would change every output of this command for one case. Integer targets are numbers
+here (a regression), whatever ``gpexplain explain --task auto`` would guess.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ def run(data: str, target: str, kernel: str, out: Path, seed: int) -> None:
                 f"{' or '.join(PRODUCT_KERNELS)} (product kernels)"
             )
         choice = cli.check_choice("exact", kernel, "auto", seed, None)
+        _refuse_class_labels(frame, cli.resolve_target(frame, target))
         X, y = cli._split_target(frame, target)
         out.mkdir(parents=True, exist_ok=True)
     except (ValueError, TypeError) as error:
@@ -79,3 +86,18 @@ def run(data: str, target: str, kernel: str, out: Path, seed: int) -> None:
         )
     stdout.print(f"Wrote sensitivity.csv, summary.json, sensitivity.png to {out}",
                  markup=False, highlight=False, soft_wrap=True)
+
+
+def _refuse_class_labels(frame, target: str) -> None:
+    """ValueError for a target of class labels (text or booleans), naming the alternatives."""
+    import pandas as pd
+
+    y = frame.set_axis([str(c) for c in frame.columns], axis=1)[target]
+    if pd.api.types.is_bool_dtype(y) or not pd.api.types.is_numeric_dtype(y):
+        raise ValueError(
+            f"target column {y.name!r} holds class labels (e.g. {y.dropna().iloc[0]!r}); "
+            "gpexplain sensitivity analyses a regression. For a classifier use gpexplain "
+            "explain --method shapley (per-class latent attributions), or in Python "
+            "gx.global_sensitivity(gx.GPClassifier().fit(X, y), target_class=...) (the "
+            "indices of that class's latent log-odds)"
+        )

@@ -475,7 +475,7 @@ def _run(
                     (extras["probability"], _cli_classification.probability_by_class),
                 ):
                     for label, encoded in by_class(
-                        model, X_model.iloc[positions], baseline_value
+                        model, X_model.iloc[positions], baseline_value, choice
                     ).items():
                         level[label] = encoder.group(encoded, X.iloc[positions])
             else:
@@ -578,7 +578,8 @@ def _write_classification(
     ``attributions`` (latent level, exact Gaussians: the ``attribution``/``std``/interval
     columns and the figures) and ``probabilities`` (integrated gradients of E[p], the
     ``probability_attribution`` column, summing to E[p(x)] - E[p(baseline)]) share classes,
-    points and features in the same order."""
+    points and features in the same order; ``probabilities`` is empty for Shapley values
+    (latent only), and then the column and its summary entries are left out."""
     from types import SimpleNamespace
 
     names = list(X.columns)
@@ -587,8 +588,9 @@ def _write_classification(
     for label, attr in attributions.items():
         table = _attribution_table(attr, explained)
         table.insert(1, "class", labels[label])
-        table.insert(table.columns.get_loc("attribution") + 1, "probability_attribution",
-                     probabilities[label].mean.ravel())
+        if probabilities:
+            table.insert(table.columns.get_loc("attribution") + 1, "probability_attribution",
+                         probabilities[label].mean.ravel())
         tables.append(table)
     pd.concat(tables, ignore_index=True).to_csv(out / "attributions.csv", index=False)
 
@@ -604,7 +606,7 @@ def _write_classification(
         "classes": [_cli_classification.json_label(label) for label in model.classes_],
         "link": model.link_,
         "explained_classes": list(labels.values()),
-        "explained_output": _cli_classification.describe_output(model),
+        "explained_output": _cli_classification.describe_output(model, choice),
         "hyperparameters": {
             str(labels[label]): {  # units stated once below: the latent is not in units of y
                 key: value for key, value in _cli_models.hyperparameters(
@@ -622,19 +624,9 @@ def _write_classification(
             str(labels[label]): {key: attr.completeness_gap()[key] for key in ("mean", "variance")}
             for label, attr in attributions.items()
         },
-        "probability_completeness_gap": {
-            str(labels[label]): attr.completeness_gap()["mean"]
-            for label, attr in probabilities.items()
-        },
-        "expected_probability": {
-            str(labels[label]): [float(p) for p in attr.prediction]
-            for label, attr in probabilities.items()
-        },
-        "baseline_expected_probability": {
-            str(labels[label]): float(attr.baseline_prediction)
-            for label, attr in probabilities.items()
-        },
     })
+    if probabilities:
+        summary.update(_probability_summary(labels, probabilities))
     if summary["baseline"] is not None:
         summary["baseline"]["prediction"] = {
             str(labels[label]): float(attr.baseline_prediction)
@@ -666,6 +658,24 @@ def _write_classification(
     stdout.print(
         f"Wrote {', '.join(written)} to {out}", markup=False, highlight=False, soft_wrap=True
     )
+
+
+def _probability_summary(labels: dict, probabilities: dict) -> dict:
+    """summary.json entries of the probability-level integrated gradients, per class."""
+    return {
+        "probability_completeness_gap": {
+            str(labels[label]): attr.completeness_gap()["mean"]
+            for label, attr in probabilities.items()
+        },
+        "expected_probability": {
+            str(labels[label]): [float(p) for p in attr.prediction]
+            for label, attr in probabilities.items()
+        },
+        "baseline_expected_probability": {
+            str(labels[label]): float(attr.baseline_prediction)
+            for label, attr in probabilities.items()
+        },
+    }
 
 
 def _advance(progress: Progress, task):
@@ -834,7 +844,8 @@ MethodOption = Annotated[
     str,
     typer.Option(
         help="Explanation: auto (the model's own), ig (integrated gradients) or shapley "
-        "(additive model; exact model with --kernel ard/isotropic, see --game)."
+        "(additive model; exact model or classifier with --kernel ard/isotropic, see --game; "
+        "a classifier's per-class latent)."
     ),
 ]
 InducingOption = Annotated[
