@@ -184,3 +184,29 @@ def test_shapley_values_per_class_on_the_latent(tmp_path, labels, game):
         expected = latents[:, column] - summary["baseline"]["prediction"][str(label)]
         np.testing.assert_allclose(rows.groupby("point")["attribution"].sum().to_numpy(),
                                    expected, atol=1e-6)
+
+
+def test_report_save_model_and_model_from_in_classification_mode(tmp_path, monkeypatch):
+    frame = _frame(lambda f: np.where(f["a"] + 0.5 * f["b"] > 0, "malignant", "benign"))
+    saved = tmp_path / "model"
+    result, out = _run(tmp_path, frame, *FAST, "--save-model", saved, "--report")
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert "report.html" in result.output and "the fitted model" in result.output
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for fragment in ("Global importance of class malignant", "accuracy <b>",
+                     "Completeness checks of class malignant", "latent logit of class"):
+        assert fragment in page, fragment
+    assert "violated" not in page
+    first = pd.read_csv(out / "attributions.csv")
+    # The saved classifier explains the same rows alike, without refitting (and gx.load needs
+    # the real class back in place of the short-fit stand-in).
+    monkeypatch.undo()
+    again = tmp_path / "again"
+    result = runner.invoke(app, ["explain", str(tmp_path / "data.csv"), "--model-from",
+                                 str(saved), "--rows", "0:3", "--out", str(again)])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    second = pd.read_csv(again / "attributions.csv")
+    pd.testing.assert_frame_equal(first, second, check_exact=False, rtol=1e-12, atol=1e-14)
+    summary = json.loads((again / "summary.json").read_text())
+    assert summary["task"] == "classification"
+    assert summary["holdout"]["skipped"] == "model loaded with --model-from"

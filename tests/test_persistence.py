@@ -203,3 +203,18 @@ def test_classifier_saves_and_loads_bit_identically(data, tmp_path, n_classes):
         original = gx.integrated_gradients(model, Xq, output=output, target_class=1)
         again = gx.integrated_gradients(loaded, Xq, output=output, target_class=1)
         np.testing.assert_array_equal(again.mean, original.mean)
+
+
+def test_classifier_with_text_labels_round_trips_and_other_objects_are_refused(data, tmp_path):
+    X, y = data
+    labels = pd.Series(np.where(y > np.median(y), "high", "low"), dtype=object)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = gx.GPClassifier(n_inducing=8, max_iter=10).fit(X, labels)
+    assert model.classes_.dtype == object  # pandas text labels: the case that failed to save
+    model.save(tmp_path / "clf")
+    loaded = gx.load(tmp_path / "clf", expected=gx.GPClassifier)
+    assert loaded.classes_.dtype == object and list(loaded.classes_) == ["high", "low"]
+    np.testing.assert_array_equal(loaded.predict(X.iloc[:5]), model.predict(X.iloc[:5]))
+    with pytest.raises(TypeError, match="plain labels"):
+        persistence._Encoder().encode(np.array([{"a": 1}, "b"], dtype=object), "x")

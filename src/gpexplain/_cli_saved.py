@@ -4,7 +4,8 @@ A saved model directory is what ``model.save(DIR)`` writes (``gpexplain.persiste
 ``cli.json``: the command-line choices that built it (model, kernel, method, seed) and the
 target column, so that ``--model-from`` explains new rows with the same options and writes the
 same summary, without refitting. A directory saved from Python (no ``cli.json``) works too: the
-model option is read off the estimator's class.
+model option is read off the estimator's class. A saved ``GPClassifier`` explains in the
+classification mode (``--model exact`` or ``sparse`` both fit it; ``cli.json`` says which).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pandas as pd
 from gpexplain._cli_models import TABLE, Choice, check_choice
 from gpexplain.models import (
     AdditiveGPRegressor,
+    GPClassifier,
     GPRegressor,
     GPXRegressor,
     RandomFeatureGPRegressor,
@@ -48,8 +50,10 @@ def save_model(model, choice: Choice, target: str, directory: Path) -> None:
     (directory / CHOICES_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
-def load_model(directory: Path, method: str) -> tuple[object, Choice, str | None]:
-    """(fitted estimator, its Choice with ``method`` applied, the saved target or None).
+def load_model(directory: Path, method: str, game: str | None = None,
+               background: int | None = None) -> tuple[object, Choice, str | None]:
+    """(fitted estimator, its Choice with ``method`` (and Shapley ``game``, ``background``)
+    applied, the saved target or None).
 
     Raises
     ------
@@ -58,14 +62,16 @@ def load_model(directory: Path, method: str) -> tuple[object, Choice, str | None
         other than an estimator of the command line, or a ``method`` the model lacks.
     """
     model = load(directory)
+    record_path = directory / CHOICES_FILE
+    record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
     option = _MODEL_OPTION.get(type(model))
+    if isinstance(model, GPClassifier):
+        option = "sparse" if record.get("model") == "sparse" else "exact"
     if option is None:
         raise TypeError(
             f"--model-from {directory} holds a {type(model).__name__}, not a fitted model of "
-            f"--model {', '.join(TABLE)}"
+            f"--model {', '.join(TABLE)} or a GPClassifier"
         )
-    record_path = directory / CHOICES_FILE
-    record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
     if record.get("model", option) != option:
         raise ValueError(
             f"{record_path} says --model {record['model']} but the saved model is a "
@@ -78,6 +84,7 @@ def load_model(directory: Path, method: str) -> tuple[object, Choice, str | None
     choice = check_choice(
         option, model.kernel if named and option in ("exact", "sparse") else "ard", method,
         record.get("seed", 0), record.get("n_inducing") if option == "sparse" else None,
+        game, background,
     )
     if not named:
         choice = replace(choice, kernel=f"{type(model.kernel).__name__} (saved from Python)")

@@ -399,7 +399,10 @@ def _run(
             if task == "classification":
                 _cli_classification.check_choice(choice)
         else:  # --model-from: the saved features, by name; no target needed
-            X, task = _cli_saved.saved_features(frame, saved_model, target), "regression"
+            X = _cli_saved.saved_features(frame, saved_model, target)
+            task = "classification" if hasattr(saved_model, "classes_") else "regression"
+            if task == "classification":
+                _cli_classification.check_choice(choice)
         # Text columns are one-hot encoded; the model sees X_model, the user X. A saved model's
         # features are its (already encoded) columns, so there the encoder is the identity.
         encoder = CategoricalEncoder().fit(X)
@@ -506,15 +509,20 @@ def _run(
 
     row_labels = [int(r) if isinstance(r, int | np.integer) else str(r) for r in X.index]
     explained = [row_labels[p] for p in positions]
+    saved = [f"the fitted model (in {save_model})"] if save_model is not None and (
+        saved_model is None) else []
+    context = {  # summary.json entries of both tasks
+        "categorical_columns": {c: encoder.groups_[c] for c in encoder.categorical_},
+        "missing": {"policy": missing.strip().lower(), "dropped_rows": dropped},
+    }
     if task == "classification":
-        _write_classification(
+        written = _write_classification(
             model, attr, extras["probability"], X, data_label, frame.shape, target, choice, rows,
-            explained, baseline_label, holdout_summary, timings, out, stdout,
+            explained, baseline_label, holdout_summary, timings, out, stdout, context,
         )
+        _finish(out, written + saved, report, stdout)
         return
-    written = ["attributions.csv", "summary.json", "attributions.png", "importance.png"]
-    if save_model is not None and saved_model is None:
-        written.append(f"the fitted model (in {save_model})")
+    written = ["attributions.csv", "summary.json", "attributions.png", "importance.png", *saved]
     _write_table(attr, explained, out / "attributions.csv")
     if "weights" in extras:
         _write_table(extras["weights"], explained, out / "weights.csv", value_name="weight")
@@ -524,9 +532,8 @@ def _run(
         model, encoded_attr, extras, X_model, data_label, frame.shape, target, choice, rows,
         explained, baseline_label, holdout_summary, timings,
     )
-    summary["categorical_columns"] = {c: encoder.groups_[c] for c in encoder.categorical_}
+    summary.update(context)
     summary["predictions"] = [float(p) for p in attr.prediction]  # for the report
-    summary["missing"] = {"policy": missing.strip().lower(), "dropped_rows": dropped}
     with open(out / "summary.json", "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
         handle.write("\n")
@@ -542,15 +549,21 @@ def _run(
 
         plot_global_shapley(extras["global"]).savefig(out / "global_shapley.png", dpi=120)
         written.append("global_shapley.png")
-    if report:
-        from gpexplain.report import write_report
-
-        written.append(write_report(out).name)
 
     stdout.print(_top_features_table(attr, explained[0]))
     r2 = holdout_summary.get("r2")
     if r2 is not None:
         stdout.print(f"Held-out R^2 (seeded {HOLDOUT_FRACTION:.0%} split): {r2:.3f}")
+    _finish(out, written, report, stdout)
+
+
+def _finish(out: Path, written: list, report: bool, stdout: Console) -> None:
+    """Write report.html when ``--report`` asks (from the files just written), then say what
+    was written."""
+    if report:
+        from gpexplain.report import write_report
+
+        written = [*written, write_report(out).name]
     stdout.print(
         f"Wrote {', '.join(written)} to {out}", markup=False, highlight=False, soft_wrap=True
     )
@@ -570,10 +583,13 @@ def _attribution_table(attr, explained: list, value_name: str = "attribution") -
 def _write_classification(
     model, attributions: dict, probabilities: dict, X, data_label, shape, target, choice,
     rows_spec, explained, baseline_label, holdout_summary, timings, out: Path, stdout: Console,
-) -> None:
+    context: dict,
+) -> list[str]:
     """Outputs of the classification mode: ``attributions.csv`` with a ``class`` column,
-    ``summary.json`` with held-out accuracy, log loss and Brier score instead of R^2, and
-    ``attributions_<class>.png`` / ``importance_<class>.png`` per explained class.
+    ``summary.json`` with held-out accuracy, log loss and Brier score instead of R^2 (and,
+    for the report, the latent ``predictions`` per class), and ``attributions_<class>.png`` /
+    ``importance_<class>.png`` per explained class; returns the names of the files written.
+    ``context``: summary entries shared with the regression mode.
 
     ``attributions`` (latent level, exact Gaussians: the ``attribution``/``std``/interval
     columns and the figures) and ``probabilities`` (integrated gradients of E[p], the
@@ -624,6 +640,11 @@ def _write_classification(
             str(labels[label]): {key: attr.completeness_gap()[key] for key in ("mean", "variance")}
             for label, attr in attributions.items()
         },
+        "predictions": {  # the latent means the attributions complete to, for the report
+            str(labels[label]): [float(p) for p in attr.prediction]
+            for label, attr in attributions.items()
+        },
+        **context,
     })
     if probabilities:
         summary.update(_probability_summary(labels, probabilities))
@@ -655,9 +676,7 @@ def _write_classification(
             f"{holdout_summary['accuracy']:.3f}, log loss {holdout_summary['log_loss']:.3f}, "
             f"Brier score {holdout_summary['brier_score']:.3f}"
         )
-    stdout.print(
-        f"Wrote {', '.join(written)} to {out}", markup=False, highlight=False, soft_wrap=True
-    )
+    return written
 
 
 def _probability_summary(labels: dict, probabilities: dict) -> dict:
@@ -955,7 +974,8 @@ def explain(
                     "--model-from uses the saved model as it is; drop --model, --kernel, "
                     "--n-inducing and --save-model"
                 )
-            saved_model, choice, saved_target = _cli_saved.load_model(model_from, method)
+            saved_model, choice, saved_target = _cli_saved.load_model(model_from, method, game,
+                                                                      background)
             target = target or saved_target
         if dask_scheduler is not None and workers is not None:
             raise ValueError("give --dask-scheduler or --workers, not both")

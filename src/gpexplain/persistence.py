@@ -305,6 +305,18 @@ class _Encoder:
         self.arrays[key] = values
         return key
 
+    def _labels(self, values: np.ndarray, where: str) -> dict:
+        """An object array of plain labels (e.g. a classifier's text ``classes_``) as a JSON
+        list: never pickled, so anything else in an object array is refused."""
+        flat = values.ravel().tolist()
+        if not all(isinstance(v, str) or type(v) in (bool, int, float) for v in flat):
+            raise TypeError(
+                f"cannot save {where}: an object array is saved only when it holds plain "
+                "labels (str, int, float, bool)."
+            )
+        return {"labels": [self.encode(str(v) if isinstance(v, str) else v, where)
+                           for v in flat], "shape": list(values.shape)}
+
     def encode(self, obj, where: str):
         import torch
 
@@ -322,6 +334,8 @@ class _Encoder:
         return node
 
     def _node(self, obj, where, torch) -> dict:
+        if isinstance(obj, np.ndarray) and obj.dtype.hasobject:
+            return self._labels(obj, where)
         if isinstance(obj, np.ndarray | np.generic):
             return {"ndarray": self._array(np.asarray(obj)), "scalar": np.ndim(obj) == 0
                     and isinstance(obj, np.generic)}
@@ -385,6 +399,10 @@ class _Decoder:
     def _build(self, node):
         import torch
 
+        if "labels" in node:
+            labels = np.empty(len(node["labels"]), dtype=object)
+            labels[:] = [self.decode(value) for value in node["labels"]]
+            return labels.reshape(node["shape"])
         if "ndarray" in node:
             values = self.arrays[node["ndarray"]]
             return values[()] if node["scalar"] else values

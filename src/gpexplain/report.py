@@ -101,7 +101,8 @@ def _feature_values(column: pd.Series) -> np.ndarray:
     return column.astype(str).to_numpy(dtype=object)
 
 
-def _attribution(table: pd.DataFrame, summary: dict) -> Attribution:
+def _attribution(table: pd.DataFrame, summary: dict, predictions, baseline_prediction
+                 ) -> Attribution:
     """The explained rows as an ``Attribution`` with the per-feature variances of the table.
 
     ``attributions.csv`` keeps each attribution's standard deviation, not the covariance
@@ -120,14 +121,13 @@ def _attribution(table: pd.DataFrame, summary: dict) -> Attribution:
     if all(isinstance(v, float) for v in X.ravel()):
         X = X.astype(np.float64)
     std = wide["std"].to_numpy(np.float64)
-    baseline = summary.get("baseline") or {}
     return Attribution(
         mean=wide["attribution"].to_numpy(np.float64),
         cov=np.einsum("pi,ij->pij", std**2, np.eye(len(features))),
         X=X,
-        prediction=np.asarray(summary["predictions"], dtype=np.float64),
+        prediction=np.asarray(predictions, dtype=np.float64),
         baseline=None,
-        baseline_prediction=baseline.get("prediction"),
+        baseline_prediction=baseline_prediction,
         feature_names=features,
         method=summary["method"],
     )
@@ -156,18 +156,25 @@ def _read(out_dir: Path) -> tuple[dict, pd.DataFrame]:
     return summary, table
 
 
-def _sections(summary: dict, table: pd.DataFrame, attr: Attribution) -> list[str]:
+def _overview(summary: dict) -> list[str]:
+    """Data and model, fit quality."""
     parts = []
     shape = summary["shape"]
     hyper = summary.get("hyperparameters", {})
+    classification = summary.get("task") == "classification"
     rows = [
         ["data file", summary.get("data_file")],
         ["rows x columns", f"{shape['rows']} x {shape['columns']}"],
         ["target", summary.get("target")],
-        ["model", f"{summary.get('model')} GP, kernel {summary.get('kernel')}"],
-        ["explanation", summary["method"]],
-        ["log marginal likelihood", summary.get("log_marginal_likelihood")],
+        ["model", f"{summary.get('model')}{'' if classification else ' GP'}, kernel "
+                  f"{summary.get('kernel')}"],
+        ["explanation", summary.get("explained_output") if classification else summary["method"]],
     ]
+    if classification:
+        rows += [["classes", ", ".join(map(str, summary.get("classes", [])))],
+                 ["link", summary.get("link")], ["ELBO", summary.get("elbo")]]
+    else:
+        rows.append(["log marginal likelihood", summary.get("log_marginal_likelihood")])
     rows += [[name, hyper[name]] for name in ("variance", "noise", "mean") if name in hyper]
     categorical = summary.get("categorical_columns") or {}
     if categorical:
@@ -185,7 +192,16 @@ def _sections(summary: dict, table: pd.DataFrame, attr: Attribution) -> list[str
         )
 
     holdout = summary.get("holdout") or {}
-    if holdout.get("r2") is not None:
+    if holdout.get("accuracy") is not None:
+        quality = (
+            f"<p>On a seeded {holdout.get('test_fraction', 0.2):.0%} held-out split (a second "
+            f"fit on the other rows; {holdout.get('n_train')} train, {holdout.get('n_test')} "
+            f"test): accuracy <b>{holdout['accuracy']:.3f}</b>, log loss "
+            f"{holdout['log_loss']:.3f} nats, Brier score {holdout['brier_score']:.3f}</p>"
+        )
+    elif classification:
+        quality = f"<p>No held-out scores: {_text(holdout.get('skipped', 'not run'))}.</p>"
+    elif holdout.get("r2") is not None:
         quality = (
             f"<p>R<sup>2</sup> on a seeded {holdout.get('test_fraction', 0.2):.0%} held-out split "
             f"(a second fit on the other rows; {holdout.get('n_train')} train, "
@@ -194,9 +210,16 @@ def _sections(summary: dict, table: pd.DataFrame, attr: Attribution) -> list[str
     else:
         quality = f"<p>No held-out R<sup>2</sup>: {_text(holdout.get('skipped', 'not run'))}.</p>"
     parts.append("<h2>Fit quality</h2>" + quality)
+    return parts
 
+
+def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: dict,
+                  title: str = "", units: str = "units of the target") -> list[str]:
+    """Global importance, dependence, per-row explanations and completeness of one
+    ``Attribution`` (``title``: e.g. " of class b", appended to each heading)."""
+    parts = []
     parts.append(
-        "<h2>Global importance</h2><p class='note'>Mean |attribution| over the "
+        f"<h2>Global importance{title}</h2><p class='note'>Mean |attribution| over the "
         f"{attr.n_points} explained rows; error bars &plusmn;1.96 &times; the mean posterior "
         "standard deviation (conservative).</p>"
         f"<figure>{_png(plot_global_importance(attr))}</figure>"
@@ -207,12 +230,12 @@ def _sections(summary: dict, table: pd.DataFrame, attr: Attribution) -> list[str
         f"<figure>{_png(plot_dependence(attr, int(j)))}</figure>"
         for j in order[:_DEPENDENCE_FEATURES]
     )
-    parts.append("<h2>Dependence of the leading features</h2>" + dependence)
+    parts.append(f"<h2>Dependence of the leading features{title}</h2>" + dependence)
 
     level = summary.get("interval_level", 0.95)
     per_row = [
-        f"<h2>Per-row explanations</h2><p class='note'>Posterior mean of each attribution "
-        f"(units of the target) with its {level:.0%} credible interval"
+        f"<h2>Per-row explanations{title}</h2><p class='note'>Posterior mean of each "
+        f"attribution ({units}) with its {level:.0%} credible interval"
         + (f"; the first {MAX_ROWS} of {attr.n_points} rows (all in attributions.csv)"
            if attr.n_points > MAX_ROWS else "") + ".</p>"
     ]
@@ -234,26 +257,29 @@ def _sections(summary: dict, table: pd.DataFrame, attr: Attribution) -> list[str
             name_columns=2,
         ))
     parts.append("".join(per_row))
-    parts.append(_completeness(summary, attr))
-    method = summary["method"].lower()
-    key = "shapley" if "shapley" in method else "gpx" if "gpx" in method or (
-        summary.get("model") == "gpx") else "integrated"
-    parts.append(
-        "<h2>Method and references</h2><p>Every attribution of a GP regression model is a "
-        "linear functional of the latent function, hence Gaussian under the posterior; its "
-        "mean and covariance are computed in closed form (or by accurate quadrature), not by "
-        f"sampling.</p><p>{_REFERENCES[key]}</p>"
-        f"<p class='note'>gpexplain {html.escape(str(summary.get('gpexplain_version', '')))}; "
-        f"report written {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.</p>"
-    )
+    parts.append(_completeness(summary, attr, gaps, title))
     return parts
 
 
-def _completeness(summary: dict, attr: Attribution) -> str:
+def _method(summary: dict) -> str:
+    """Method and references."""
+    method = summary["method"].lower()
+    key = "shapley" if "shapley" in method else "gpx" if "gpx" in method or (
+        summary.get("model") == "gpx") else "integrated"
+    return (
+        "<h2>Method and references</h2><p>Every attribution of a GP regression model (and of a "
+        "GP classifier's latent function) is a linear functional of the latent function, hence "
+        "Gaussian under the posterior; its mean and covariance are computed in closed form (or "
+        f"by accurate quadrature), not by sampling.</p><p>{_REFERENCES[key]}</p>"
+        f"<p class='note'>gpexplain {html.escape(str(summary.get('gpexplain_version', '')))}; "
+        f"report written {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.</p>"
+    )
+
+
+def _completeness(summary: dict, attr: Attribution, gaps: dict, title: str = "") -> str:
     """Completeness as written by explain (means and variances, with the full covariance) and
     re-checked here on the table: attributions sum to prediction minus the base value."""
-    gaps = summary.get("completeness_gap") or {}
-    text = "<h2>Completeness checks</h2>"
+    text = f"<h2>Completeness checks{title}</h2>"
     if attr.baseline_prediction is None:
         return text + "<p>This explanation has no base value; completeness does not apply.</p>"
     sums = attr.mean.sum(axis=1)
@@ -310,13 +336,26 @@ def write_report(out_dir, path=None) -> Path:
     if not out_dir.is_dir():
         raise ValueError(f"{str(out_dir)!r} is not a directory; give the output of explain")
     summary, table = _read(out_dir)
-    attr = _attribution(table, summary)
+    baseline = summary.get("baseline") or {}
+    sections = _overview(summary)
+    if "class" in table.columns:  # classification: one latent explanation per class
+        for label in summary.get("explained_classes", []):
+            key = str(label)
+            rows = table[table["class"].astype(str) == key]
+            attr = _attribution(rows, summary, summary["predictions"][key],
+                                (baseline.get("prediction") or {}).get(key))
+            sections += _explanations(summary, rows, attr,
+                                      (summary.get("completeness_gap") or {}).get(key, {}),
+                                      f" of class {html.escape(key)}", "latent units")
+    else:
+        attr = _attribution(table, summary, summary["predictions"], baseline.get("prediction"))
+        sections += _explanations(summary, table, attr, summary.get("completeness_gap") or {})
+    sections.append(_method(summary))
     title = f"gpexplain report: {summary.get('target')} ({Path(str(summary['data_file'])).name})"
     page = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>" + "".join(_sections(summary, table, attr))
-        + "</body></html>\n"
+        f"<h1>{html.escape(title)}</h1>" + "".join(sections) + "</body></html>\n"
     )
     path = out_dir / REPORT_NAME if path is None else Path(path)
     path.write_text(page, encoding="utf-8")
