@@ -78,3 +78,18 @@ def test_model_from_refuses_mismatched_columns_and_options(tmp_path):
     assert result.exit_code == 2 and "no gpexplain save" in result.stderr
     result = invoke("explain", data)
     assert result.exit_code == 2 and "--target is required" in result.stderr
+
+
+def test_model_from_keeps_the_shapley_game(tmp_path, no_fit_after_save):
+    frame = small_frame()
+    data = tmp_path / "train.csv"
+    frame.to_csv(data, index=False)
+    saved = tmp_path / "model"
+    assert_ok(invoke("explain", data, "--target", "y", "--rows", "0:2", "--no-holdout",
+                     "--save-model", saved, "--out", tmp_path / "first"))
+    no_fit_after_save()
+    out = tmp_path / "second"
+    assert_ok(invoke("explain", data, "--model-from", saved, "--rows", "0:2", "--method",
+                     "shapley", "--game", "baseline", "--out", out))
+    summary = json.loads((out / "summary.json").read_text())
+    assert "baseline game" in summary["method"]  # --game was dropped: the default game ran
