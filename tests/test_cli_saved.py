@@ -60,13 +60,18 @@ def test_saved_model_explains_new_rows_identically(tmp_path, no_fit_after_save, 
     assert isinstance(gx.load(saved), gx.GPRegressor | gx.AdditiveGPRegressor | gx.GPXRegressor)
 
 
-def test_model_from_refuses_mismatched_columns_and_options(tmp_path):
-    frame = small_frame()
-    data = tmp_path / "train.csv"
-    frame.to_csv(data, index=False)
-    saved = tmp_path / "model"
+def _saved_exact_model(tmp_path):
+    """(data file, saved model directory) of an exact GP fitted on ``small_frame``."""
+    data, saved = tmp_path / "train.csv", tmp_path / "model"
+    small_frame().to_csv(data, index=False)
     assert_ok(invoke("explain", data, "--target", "y", "--rows", "0:2", "--no-holdout",
                      "--save-model", saved, "--out", tmp_path / "out"))
+    return data, saved
+
+
+def test_model_from_refuses_mismatched_columns_and_options(tmp_path):
+    data, saved = _saved_exact_model(tmp_path)
+    frame = small_frame()
     other = tmp_path / "other.csv"
     frame.rename(columns={"c": "d"}).to_csv(other, index=False)
     result = invoke("explain", other, "--model-from", saved, "--out", tmp_path / "o2")
@@ -81,12 +86,7 @@ def test_model_from_refuses_mismatched_columns_and_options(tmp_path):
 
 
 def test_model_from_keeps_the_shapley_game(tmp_path, no_fit_after_save):
-    frame = small_frame()
-    data = tmp_path / "train.csv"
-    frame.to_csv(data, index=False)
-    saved = tmp_path / "model"
-    assert_ok(invoke("explain", data, "--target", "y", "--rows", "0:2", "--no-holdout",
-                     "--save-model", saved, "--out", tmp_path / "first"))
+    data, saved = _saved_exact_model(tmp_path)
     no_fit_after_save()
     out = tmp_path / "second"
     assert_ok(invoke("explain", data, "--model-from", saved, "--rows", "0:2", "--method",
