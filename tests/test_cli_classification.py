@@ -126,6 +126,8 @@ def test_integer_coded_classes_and_task_override(tmp_path):
     [
         (["--model", "gpx"], "--model gpx is a regression model"),
         (["--task", "ordinal"], "unknown --task 'ordinal'"),
+        (["--workers", "2"], "--dask-scheduler and --workers apply to regressions"),
+        (["--method", "shapley", "--kernel", "matern52"], "--method shapley needs a product"),
     ],
 )
 def test_bad_classification_options_exit_2(tmp_path, options, fragment):

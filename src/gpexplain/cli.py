@@ -403,6 +403,11 @@ def _run(
             task = "classification" if hasattr(saved_model, "classes_") else "regression"
             if task == "classification":
                 _cli_classification.check_choice(choice)
+        if task == "classification" and executor != (None, None):
+            raise ValueError(
+                "--dask-scheduler and --workers apply to regressions; the classification mode "
+                "explains in this process (drop them)"
+            )
         # Text columns are one-hot encoded; the model sees X_model, the user X. A saved model's
         # features are its (already encoded) columns, so there the encoder is the identity.
         encoder = CategoricalEncoder().fit(X)
