@@ -396,18 +396,16 @@ def _run(
         if saved_model is None:
             X, y = _split_target(frame, target, task, categorical=True)
             task = _cli_classification.guess_task(y, task)
-            if task == "classification":
-                _cli_classification.check_choice(choice)
         else:  # --model-from: the saved features, by name; no target needed
             X = _cli_saved.saved_features(frame, saved_model, target)
             task = "classification" if hasattr(saved_model, "classes_") else "regression"
-            if task == "classification":
-                _cli_classification.check_choice(choice)
-        if task == "classification" and executor != (None, None):
-            raise ValueError(
-                "--dask-scheduler and --workers apply to regressions; the classification mode "
-                "explains in this process (drop them)"
-            )
+        if task == "classification":
+            _cli_classification.check_choice(choice)
+            if executor != (None, None):
+                raise ValueError(
+                    "--dask-scheduler and --workers apply to regressions; the classification "
+                    "mode explains in this process (drop them)"
+                )
         # Text columns are one-hot encoded; the model sees X_model, the user X. A saved model's
         # features are its (already encoded) columns, so there the encoder is the identity.
         encoder = CategoricalEncoder().fit(X)
