@@ -144,3 +144,16 @@ def test_latent_integrated_gradients_of_a_regression_refuse_a_class(data):
                                                                                 X[:20, 0])
     with pytest.raises(ValueError, match="target_class=1 applies to classifiers"):
         gx.integrated_gradients(regression, X[:2], target_class=1)
+
+
+def test_probit_and_two_class_softmax_latents_are_named(data):
+    X, binary, _ = data
+    probit = gx.GPClassifier(link="probit", n_inducing=20, max_iter=30).fit(X, binary)
+    assert gx.shapley_values(probit, X[:2]).method.endswith("of the latent probit of class 'yes'")
+    softmax = gx.GPClassifier(link="softmax", n_inducing=20, max_iter=30).fit(X, binary)
+    with pytest.raises(ValueError, match="target_class is required"):
+        gx.shapley_values(softmax, X[:2])  # two latents: neither is "the" log-odds
+    result = gx.shapley_values(softmax, X[:2], target_class="no")
+    assert result.method.endswith("of the softmax latent of class 'no'")
+    np.testing.assert_array_equal(result.mean,
+                                  gx.shapley_values(softmax.posteriors_[0], X[:2]).mean)
