@@ -134,10 +134,14 @@ class GlobalSensitivity(_PerFeatureVariances):
     expected_shapley_effects: np.ndarray
     expected_total_variance: float
     first_order_std: np.ndarray
+    total_std: np.ndarray
+    shapley_effects_std: np.ndarray
+    total_variance_std: float
     feature_names: list[str]
     method: str = "global sensitivity"
     _per_feature = ("first_order", "total", "shapley_effects", "expected_first_order",
-                    "expected_total", "expected_shapley_effects", "first_order_std")
+                    "expected_total", "expected_shapley_effects", "first_order_std",
+                    "total_std", "shapley_effects_std")
 
     @property
     def first_order_indices(self) -> np.ndarray:

@@ -134,11 +134,50 @@ def test_pick_freeze_monte_carlo():
             assert z < 5.0, (i, terms.mean(), exact)
 
 
-def test_posterior_moments_against_sample_paths():
-    posterior = _posterior(2, [0.8, 1.3])
-    measure = Gaussian([0.1, -0.2], [0.9, 1.2])
+def _matern_rq_kernel():
+    matern = gk.MaternKernel(nu=1.5, active_dims=torch.tensor([0]))
+    matern.lengthscale = torch.tensor(0.9)
+    rq = gk.RQKernel(active_dims=torch.tensor([1]))
+    rq.lengthscale, rq.alpha = torch.tensor(1.2), torch.tensor(0.8)
+    return GPyTorchKernel(gk.ScaleKernel(gk.ProductKernel(matern, rq)).double())
+
+
+def _stacked_result(result):
+    return (
+        np.concatenate([[result.expected_total_variance], result.expected_first_order,
+                        result.expected_total, result.expected_shapley_effects]),
+        np.concatenate([[result.total_variance_std], result.first_order_std,
+                        result.total_std, result.shapley_effects_std]),
+    )
+
+
+SAMPLE_PATH_CASES = {
+    # name: (d, measure, Gauss-Hermite nodes per feature or None for the atoms, kernel)
+    "d2-gaussian-rbf": (2, Gaussian([0.1, -0.2], [0.9, 1.2]), 20, None),
+    "d3-gaussian-rbf": (3, Gaussian([0.1, -0.2, 0.3], [0.6, 0.8, 0.5]), 10, None),
+    "d2-empirical-rbf": (2, Empirical(np.random.default_rng(3).normal(size=(7, 2))), None, None),
+    "d3-empirical-matern": (3, Empirical(np.random.default_rng(4).normal(size=(6, 3))), None,
+                            "matern"),
+}
+
+
+@pytest.mark.parametrize("case", list(SAMPLE_PATH_CASES))
+def test_posterior_moments_against_sample_paths(case):
+    # Sample f jointly on the tensor grid of the measure's atoms (Gauss-Hermite atoms stand in
+    # for a Gaussian measure), compute every index of every path exactly on the grid, and
+    # compare the sample mean and sample std with the closed forms. z-scores: the mean's
+    # standard error is s / sqrt(n); the sample std's is std((x - mean)^2) / (2 s sqrt(n))
+    # (delta method, no normality assumed: the indices are quadratic forms, heavy-tailed).
+    d, measure, n_nodes, kernel = SAMPLE_PATH_CASES[case]
+    if kernel == "matern":
+        posterior = _posterior(d, None, kernel=_matern_rq_kernel())
+    else:
+        posterior = _posterior(d, [0.8, 1.3, 1.0][:d])
     result = gx.global_sensitivity(posterior, measure)
-    atoms = brute.gaussian_atoms(measure.mean, measure.std, 20)
+    if n_nodes is None:
+        atoms = brute.empirical_atoms(measure.points)
+    else:
+        atoms = brute.gaussian_atoms(measure.mean, measure.std, n_nodes)
     grid, shape = brute.tensor_grid(atoms)
     mean, cov = posterior.predict(grid, return_cov=True)
     eigenvalues, vectors = np.linalg.eigh(cov)
@@ -147,11 +186,16 @@ def test_posterior_moments_against_sample_paths():
     samples = mean + np.random.default_rng(1).normal(size=(n, len(grid))) @ root.T
     draws = np.array([np.concatenate([[v], first, total, shapley]) for v, first, total, shapley
                       in (_grid_indices(s.reshape(shape), atoms) for s in samples)])
-    ours = np.concatenate([[result.expected_total_variance], result.expected_first_order,
-                           result.expected_total, result.expected_shapley_effects])
-    z = np.abs(draws.mean(0) - ours) / (draws.std(0) / np.sqrt(n))
-    assert np.all(z < 5.0), z
-    np.testing.assert_allclose(draws[:, 1:3].std(0), result.first_order_std, rtol=0.1)
+    expected, std = _stacked_result(result)
+    sample_std = draws.std(0)
+    live = sample_std > 1e-12 * sample_std.max()  # the Matern case ignores feature 2
+    z_mean = np.abs(draws.mean(0) - expected)[live] / (sample_std[live] / np.sqrt(n))
+    assert np.all(z_mean < 5.0), z_mean
+    spread = ((draws - draws.mean(0)) ** 2).std(0)
+    z_std = np.abs(sample_std - std)[live] / (spread[live] / (2 * sample_std[live] * np.sqrt(n)))
+    assert np.all(z_std < 5.0), (z_std, sample_std, std)
+    np.testing.assert_array_equal(std[~live], 0.0)
+    np.testing.assert_array_equal(expected[~live], 0.0)
 
 
 def test_result_table_and_plot():
@@ -174,8 +218,8 @@ def test_refusals_are_named():
         gx.global_sensitivity(other)
     with pytest.raises(TypeError, match="MixturePosterior"):
         gx.global_sensitivity(gx.MixturePosterior([posterior, posterior]))
-    with pytest.raises(ValueError, match="n_nodes"):
-        gx.global_sensitivity(posterior, n_nodes=0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        gx.global_sensitivity(posterior, chunk_size=0)
     with pytest.raises(TypeError, match="measure must be"):
         gx.global_sensitivity(posterior, measure="gaussian")
     with pytest.raises(ValueError, match="features"):

@@ -48,7 +48,7 @@ from gpexplain.functionals.product_shapley import (
 from gpexplain.global_attribution import GlobalSensitivity
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.product import product_structure
-from gpexplain.parallel import default_chunk_size
+from gpexplain.parallel import _MEMORY_BUDGET_BYTES, default_chunk_size
 from gpexplain.posterior import as_posterior
 from gpexplain.posterior.mixture import MixturePosterior
 
@@ -56,7 +56,7 @@ __all__ = ["global_sensitivity"]
 
 
 def global_sensitivity(
-    model_or_posterior, measure=None, *, n_nodes: int = 64, chunk_size: int | None = None
+    model_or_posterior, measure=None, *, chunk_size: int | None = None
 ) -> GlobalSensitivity:
     """Sobol indices and Shapley effects of a product-kernel GP, in closed form, with their
     posterior expectation and (first order) posterior standard deviation.
@@ -92,11 +92,11 @@ def global_sensitivity(
         ``n_nodes`` or ``chunk_size`` not a positive integer; a measure with the wrong number of
         features.
     """
-    for name, value in (("n_nodes", n_nodes), ("chunk_size", chunk_size)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1
-        ):
-            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer)
+        or chunk_size < 1
+    ):
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
     posterior = as_posterior(model_or_posterior)
     if isinstance(posterior, MixturePosterior):
         raise TypeError(
@@ -116,52 +116,184 @@ def global_sensitivity(
             f"{type(measure).__name__}."
         )
     measure = measure.resolve(n_features)
-    Z, alpha = posterior.train_inputs, posterior.alpha
-    nodes, weights = gauss_legendre_unit(n_features)
-    mu = structure.embedding(Z, measure)
-    Q = posterior.quadratic_form(np.eye(n_basis))
     if chunk_size is None:
-        chunk_size = default_chunk_size(n_basis, n_features, copies_per_point=3 * len(nodes) + 6)
-    of_mean = [0.0, np.zeros(n_features), np.zeros(n_features), np.zeros(n_features)]
-    of_reduction = [0.0, np.zeros(n_features), np.zeros(n_features), np.zeros(n_features)]
-    for start in range(0, n_basis, chunk_size):
-        rows = slice(start, start + chunk_size)
-        B = mu[rows, None, :] * mu[None, :, :]
-        C = structure.centred_second_moment(Z[rows], Z, measure)
-        for index, H in enumerate(_pair_functionals(B + C, B, C, nodes, weights)):
-            of_mean[index] += np.einsum("a,ab...,b->...", alpha[rows], H, alpha)
-            of_reduction[index] += np.einsum("ab,ab...->...", Q[rows], H)
-    M = structure.double_embedding(measure)
-    prior = _pair_functionals(
-        np.ones((1, 1, n_features)), M[None, None, :],
-        structure.centred_double_embedding(measure)[None, None, :], nodes, weights,
-    )
-    s2 = structure.variance
-    mean_part = [s2**2 * value for value in of_mean]
-    expected = [
-        mean + s2 * prior_part[0, 0] - s2**2 * reduction
-        for mean, prior_part, reduction in zip(mean_part, prior, of_reduction, strict=True)
-    ]
-    first_order_std = _first_order_std(posterior, structure, measure, mu, M, n_nodes)
-    total_variance, first, total, shapley = mean_part
-    check_finite_result("global_sensitivity", first, total, shapley, np.array(total_variance),
-                        *expected[1:], np.array(expected[0]), first_order_std)
+        chunk_size = default_chunk_size(
+            n_basis, n_features, copies_per_point=3 * len(gauss_legendre_unit(n_features)[0]) + 16
+        )
+    of_mean, expected, std = _moments(posterior, structure, measure, chunk_size)
+    total_variance, first, total, shapley = _split(of_mean)
+    check_finite_result("global_sensitivity", of_mean, expected, std)
     return GlobalSensitivity(
         first_order=first,
         total=total,
         shapley_effects=shapley,
         total_variance=max(float(total_variance), 0.0),
-        expected_first_order=expected[1],
-        expected_total=expected[2],
-        expected_shapley_effects=expected[3],
+        expected_first_order=_split(expected)[1],
+        expected_total=_split(expected)[2],
+        expected_shapley_effects=_split(expected)[3],
         expected_total_variance=float(expected[0]),
-        first_order_std=first_order_std,
+        first_order_std=_split(std)[1],
+        total_std=_split(std)[2],
+        shapley_effects_std=_split(std)[3],
+        total_variance_std=float(std[0]),
         feature_names=list(posterior.feature_names),
         method=(
             "Sobol indices and Shapley effects (product kernel, "
             f"{type(measure).__name__.lower()} measure)"
         ),
     )
+
+
+def _split(stacked):
+    """``(total variance, first order (d,), total (d,), Shapley (d,))`` of a stacked (1 + 3 d,)
+    vector, the layout every helper below uses for the indices."""
+    d = (stacked.shape[-1] - 1) // 3
+    return (stacked[..., 0], stacked[..., 1:d + 1], stacked[..., d + 1:2 * d + 1],
+            stacked[..., 2 * d + 1:])
+
+
+def _moments(posterior, structure, measure, chunk_size):
+    """Indices of the posterior mean, their posterior expectations and standard deviations,
+    each stacked (1 + 3 d,) (``_split``), by one pass over row chunks of Z plus the data traces.
+
+    The variance of a quadratic functional ``F = <f, W f>`` of ``f ~ GP(m, c)`` is ``2 tr(W c W
+    c) + 4 m W c W m``; with ``k = s2 kappa`` and ``c = s2 kappa - s2^2 kappa_Z Q kappa_Z^T``
+    it is ``2 s2^2 T + 4 s2^3 sum(G * (a a^T - Q)) + 2 s2^4 tr(H Q H Q) - 4 s2^4 (H a)^T Q (H
+    a)`` (module docstring).
+    """
+    Z, alpha = posterior.train_inputs, posterior.alpha
+    n_basis, n_features = Z.shape
+    nodes, weights = gauss_legendre_unit(n_features)
+    mu = structure.embedding(Z, measure)
+    lam = structure.centred_cross_moment(Z, measure)
+    M = structure.double_embedding(measure)
+    Q = posterior.quadratic_form(np.eye(n_basis))
+    data_weight = np.outer(alpha, alpha) - Q
+    n_indices = 1 + 3 * n_features
+    of_mean, of_reduction, sandwich = (np.zeros(n_indices) for _ in range(3))
+    H_alpha = np.zeros((n_basis, n_indices))
+    for start in range(0, n_basis, chunk_size):
+        rows = slice(start, start + chunk_size)
+        H = _index_pairs(structure, measure, Z, mu, rows, nodes, weights)
+        of_mean += np.einsum("a,abi,b->i", alpha[rows], H, alpha)
+        of_reduction += np.einsum("ab,abi->i", Q[rows], H)
+        H_alpha[rows] = np.einsum("abi,b->ai", H, alpha)
+        tables = (  # the three-kernel matrices g(A, B), A, B in {P, E}, of each feature
+            M * mu[rows, None, :] * mu[None, :, :],
+            mu[rows, None, :] * lam[None, :, :],
+            lam[rows, None, :] * mu[None, :, :],
+            structure.centred_sandwich(Z[rows], Z, measure),
+        )
+        sandwich += _bilinear_indices(*tables, data_weight[rows], nodes, weights)
+    prior = _stacked(_pair_functionals(
+        np.ones((1, 1, n_features)), M[None, None, :],
+        structure.centred_double_embedding(measure)[None, None, :], nodes, weights,
+    ))[0, 0]
+    trace = _bilinear_indices(*_trace_tables(structure, measure), np.ones(()), nodes, weights)
+    data_trace = _data_traces(structure, measure, Z, mu, Q, chunk_size, nodes, weights)
+    s2 = structure.variance
+    variance = (
+        2 * s2**2 * trace + 4 * s2**3 * sandwich + 2 * s2**4 * data_trace
+        - 4 * s2**4 * np.einsum("ai,ab,bi->i", H_alpha, Q, H_alpha)
+    )
+    # A difference of prior and data terms: an index the data pin down to round-off can come
+    # out slightly negative; its standard deviation is then zero to working precision.
+    std = np.sqrt(np.maximum(variance, 0.0))
+    return s2**2 * of_mean, s2**2 * of_mean + s2 * prior - s2**2 * of_reduction, std
+
+
+def _trace_tables(structure, measure):
+    """Per feature ``T(A, B)`` for A, B in {P, E} as (PP, PE, EP, EE), each (n_features,)."""
+    PP, PE, EE = structure.trace_moments(measure)
+    return PP, PE, PE, EE
+
+
+def _index_pairs(structure, measure, Z, mu, rows, nodes, weights):
+    """The two-kernel matrices ``H = kappa(Z, .) W kappa(., Z)`` of every index for the rows of
+    Z in ``rows``, (rows, n, 1 + 3 d) stacked as in ``_split``."""
+    B = mu[rows, None, :] * mu[None, :, :]
+    C = structure.centred_second_moment(Z[rows], Z, measure)
+    return _stacked(_pair_functionals(B + C, B, C, nodes, weights))
+
+
+def _stacked(parts):
+    total, first, total_effects, shapley = parts
+    return np.concatenate([total[..., None], first, total_effects, shapley], axis=-1)
+
+
+def _data_traces(structure, measure, Z, mu, Q, chunk_size, nodes, weights):
+    """``tr(H Q H Q)`` of every index, (1 + 3 d,): O(n^3) each, (1 + 3 d) n^3 flops in all.
+
+    ``H Q`` is accumulated row chunk by row chunk for as many indices as fit in the memory
+    budget of ``gpexplain.parallel`` (one pass for (1 + 3 d) n^2 <= 32 Mi numbers); further
+    groups of indices recompute H in further passes.
+    """
+    n_basis, n_features = Z.shape
+    n_indices = 1 + 3 * n_features
+    group = max(1, _MEMORY_BUDGET_BYTES // (8 * n_basis * n_basis))
+    traces = np.zeros(n_indices)
+    for first in range(0, n_indices, group):
+        chosen = slice(first, min(first + group, n_indices))
+        HQ = np.empty((chosen.stop - chosen.start, n_basis, n_basis))
+        for start in range(0, n_basis, chunk_size):
+            rows = slice(start, start + chunk_size)
+            H = _index_pairs(structure, measure, Z, mu, rows, nodes, weights)[..., chosen]
+            HQ[:, rows] = np.moveaxis(H, -1, 0) @ Q
+        traces[chosen] = np.einsum("iab,iba->i", HQ, HQ)
+    return traces
+
+
+def _bilinear_indices(PP, PE, EP, EE, weight, nodes, weights):
+    """``sum(weight * X_W)`` of every index W, stacked (1 + 3 d,), for a bilinear integral X
+    that factorises over features, ``X(A_1 x ... x A_d, B_1 x ... x B_d) = prod_j x_j(A_j,
+    B_j)``, given per feature for A, B in {P, E} (features on the last axis, other axes
+    matched by ``weight``: the trace T has none, the three-kernel G has (rows, n)).
+
+    Each index is ``W = int E_i prod_{j != i} (P_j + t E_j) dnu(t)`` with nu = delta_0 (first
+    order), delta_1 (total: P + E = D) or Lebesgue on [0, 1] (Shapley), so ``X(W, W)`` is the
+    double integral over (t, u) of ``x_i(E, E) prod_{j != i} x_j(P + t E, P + u E)``: a
+    leave-one-out product, for Shapley on the tensor Gauss-Legendre grid (exact: degree d - 1
+    in t and in u; the (t, u) and (u, t) terms are equal after the sum, as x(A, B) = x(B,
+    A)^T, so only t <= u is formed). The total variance ``prod D - prod P = sum_i E_i
+    prod_{j < i} D_j prod_{j > i} P_j`` (telescoped) is summed over both indices by a
+    four-state recursion over features (``_telescoped``).
+    """
+    axes = tuple(range(weight.ndim))
+    weighted = weight[..., None] * EE
+
+    def contract(others):
+        return np.sum(weighted * others, axis=axes)
+
+    first = contract(leave_one_out_products(PP))
+    total = contract(leave_one_out_products(PP + PE + EP + EE))
+    shapley = np.zeros_like(first)
+    for a, t in enumerate(nodes):
+        for b in range(a, len(nodes)):
+            u = nodes[b]
+            path = PP + t * EP + u * PE + (t * u) * EE
+            factor = weights[a] * weights[b] * (1.0 if a == b else 2.0)
+            shapley += factor * contract(leave_one_out_products(path))
+    variance = np.sum(weight * _telescoped(PP, PE, EP, EE))
+    return np.concatenate([[variance], first, total, shapley])
+
+
+def _telescoped(PP, PE, EP, EE):
+    """``sum_{i, k} prod_j x_j(A^i_j, A^k_j)`` with ``A^i = (D, .., D, E_i, P, .., P)``.
+
+    Four states per pair (has the left, has the right sequence passed its E?) carried over
+    the features; D = P + E enters as sums of the accurate {P, E} tables.
+    """
+    both_before = np.ones(PP.shape[:-1])
+    left_after = right_after = both_after = np.zeros(PP.shape[:-1])
+    for j in range(PP.shape[-1]):
+        pp, pe, ep, ee = PP[..., j], PE[..., j], EP[..., j], EE[..., j]
+        both_before, left_after, right_after, both_after = (
+            both_before * (pp + pe + ep + ee),
+            both_before * (ep + ee) + left_after * (pp + pe),
+            both_before * (pe + ee) + right_after * (pp + ep),
+            both_before * ee + left_after * pe + right_after * ep + both_after * pp,
+        )
+    return both_after
 
 
 def _pair_functionals(E2, B, C, nodes, weights):
@@ -181,31 +313,3 @@ def _pair_functionals(E2, B, C, nodes, weights):
         C * leave_one_out_products(E2),
         multilinear_shapley(E2, B, nodes, weights, delta=C),
     )
-
-
-def _first_order_std(posterior, structure, measure, mu, M, n_nodes):
-    """Posterior std of ``V_i[f]`` per feature, from the Gaussian vector of E[f | x_i] at nodes."""
-    Z, alpha = posterior.train_inputs, posterior.alpha
-    others_mu = leave_one_out_products(mu)  # prod_{j != i} mu_j(z_nj), (n, d)
-    others_M = leave_one_out_products(M)
-    s2 = structure.variance
-    std = np.zeros(structure.n_features)
-    for i in range(structure.n_features):
-        if not structure.factors[i]:
-            continue  # a feature the kernel ignores has V_i = 0 for every f
-        if isinstance(measure, Empirical):
-            u = measure.points[:, i]
-            w = np.full(u.shape[0], 1.0 / u.shape[0])
-        else:
-            u, w = np.polynomial.hermite_e.hermegauss(n_nodes)
-            u, w = measure.mean[i] + measure.std[i] * u, w / w.sum()
-        section = structure.feature_matrix(i, u, Z[:, i]) * others_mu[:, i]  # (G, n)
-        mean = s2 * section @ alpha
-        cov = s2 * others_M[i] * structure.feature_matrix(i, u, u) - s2**2 * (
-            posterior.quadratic_form(section)
-        )
-        A = np.diag(w) - np.outer(w, w)
-        AS = A @ cov
-        variance = 2.0 * np.sum(AS * AS.T) + 4.0 * mean @ AS @ A @ mean
-        std[i] = np.sqrt(max(variance, 0.0))
-    return std
