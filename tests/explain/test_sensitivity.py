@@ -198,6 +198,57 @@ def test_posterior_moments_against_sample_paths(case):
     np.testing.assert_array_equal(expected[~live], 0.0)
 
 
+@pytest.mark.parametrize("ratio", [0.7, 1.0, 1e2, 1e4])
+def test_variance_integrals_against_mpmath(ratio):
+    # The per-feature pieces of the posterior variance (the three-kernel matrix G, the
+    # cross moment lam, the trace table T) for an SE factor under a Gaussian, against
+    # 50-digit atom sums over an 80-node Hermite rule, from l / std = 0.7 to 1e4 (where the
+    # terms of every centred combination agree to ~8 digits and a float64 subtraction
+    # would keep none).
+    from gpexplain.kernels.product import product_structure
+    from tests.reference.sobol_moments_mpmath import feature_integrals
+
+    mean, std, points = 0.3, 1.7, np.array([-2.0, 0.1, 1.9, 4.0])
+    lengthscale = ratio * std
+    structure = product_structure(RBF(np.array([lengthscale]), 1.0), 1)
+    measure = Gaussian(np.array([mean]), np.array([std]))
+    lam, G, tables = feature_integrals(points, mean, std, lengthscale)
+    lam, G = np.array(lam, dtype=float), np.array(G, dtype=float)
+    got_lam = structure.centred_cross_moment(points[:, None], measure)[:, 0]
+    got_G = structure.centred_sandwich(points[:, None], points[:, None], measure)[..., 0]
+    # relative to the largest entry: lam(a) and G(a, b) change sign as a and b move
+    np.testing.assert_allclose(got_lam, lam, rtol=0, atol=1e-12 * np.abs(lam).max())
+    np.testing.assert_allclose(got_G, G, rtol=0, atol=1e-12 * np.abs(G).max())
+    for got, reference in zip(structure.trace_moments(measure), tables, strict=True):
+        assert abs(got[0] - float(reference)) <= 1e-12 * float(reference)
+
+
+def test_one_feature_stds_agree():
+    # d = 1: first order = total = Shapley = total variance as functionals of f, so their
+    # posterior stds are the same number, reached by four different paths.
+    for measure in (Gaussian(0.3, 0.8), Empirical(rng.normal(size=(9, 1)))):
+        result = gx.global_sensitivity(_posterior(1, [0.7]), measure)
+        for std in (result.total_std, result.shapley_effects_std, [result.total_variance_std]):
+            np.testing.assert_allclose(std, result.first_order_std, rtol=1e-12)
+        assert result.first_order_std[0] > 0
+
+
+def test_thirty_features_complete():
+    # d = 30, a small posterior: 15 x 15 Gauss-Legendre pairs for the Shapley stds. A feature
+    # the kernel ignores (infinite lengthscale) has zero std; timed in the report.
+    d = 30
+    lengthscale = np.linspace(0.8, 4.0, d)
+    lengthscale[7] = np.inf
+    X = rng.normal(size=(40, d))
+    posterior = gx.ExactPosterior(X, np.sin(X[:, 0]) + X[:, 1] * X[:, 2],
+                                  kernel=RBF(lengthscale, 1.0), noise=0.05)
+    result = gx.global_sensitivity(posterior)
+    for std in (result.first_order_std, result.total_std, result.shapley_effects_std):
+        assert np.all(np.isfinite(std)) and np.all(std >= 0)
+        assert std[7] == 0.0 and std[0] > 0
+    assert result.total_variance_std > 0
+
+
 def test_result_table_and_plot():
     result = gx.global_sensitivity(_posterior(3, [0.8, 1.3, 1.0]))
     frame = result.to_frame()
