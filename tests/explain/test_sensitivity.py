@@ -255,8 +255,19 @@ def test_result_table_and_plot():
     assert list(frame["feature"]) == ["x0", "x1", "x2"]
     np.testing.assert_allclose(frame["shapley_index"].sum(), 1.0, rtol=1e-12)
     assert "gaussian measure" in result.method
+    for column in ("first_order_std", "total_std", "shapley_effect_std"):
+        assert np.all(frame[column] > 0)
     figure = gx.plot.plot_global_sensitivity(result)
     assert len(figure.axes) == 1
+    # every bar series carries error bars: +-1.96 std, the lower arm cut at zero
+    from matplotlib.container import BarContainer
+
+    bars = [c for c in figure.axes[0].containers if isinstance(c, BarContainer)]
+    assert len(bars) == 3 and all(bar.errorbar is not None for bar in bars)
+    order = np.argsort(-result.expected_shapley_effects, kind="stable")
+    segments = bars[2].errorbar.lines[2][0].get_segments()  # the total variances' bars
+    upper = np.array([segment[1, 0] for segment in segments])
+    np.testing.assert_allclose(upper, (result.expected_total + 1.96 * result.total_std)[order])
     with pytest.raises(TypeError, match="GlobalSensitivity"):
         gx.plot.plot_global_sensitivity(frame)
 
