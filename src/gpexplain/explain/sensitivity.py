@@ -140,20 +140,22 @@ def global_sensitivity(
         )
     measure = measure.resolve(n_features)
     if chunk_size is None:
-        chunk_size = default_chunk_size(
-            n_basis, n_features, copies_per_point=3 * len(gauss_legendre_unit(n_features)[0]) + 16
-        )
+        # Per row of Z: the Shapley pair matrices' path, ~3 (n, d) slabs per Gauss-Legendre
+        # node, and ~16 more for the other pair matrices and the {P, E} tables of G.
+        nodes = len(gauss_legendre_unit(n_features)[0])
+        chunk_size = default_chunk_size(n_basis, n_features, copies_per_point=3 * nodes + 16)
     of_mean, expected, std = _moments(posterior, structure, measure, chunk_size)
-    total_variance, first, total, shapley = _split(of_mean)
     check_finite_result("global_sensitivity", of_mean, expected, std)
+    total_variance, first, total, shapley = _split(of_mean)
+    _, expected_first, expected_total, expected_shapley = _split(expected)
     return GlobalSensitivity(
         first_order=first,
         total=total,
         shapley_effects=shapley,
         total_variance=max(float(total_variance), 0.0),
-        expected_first_order=_split(expected)[1],
-        expected_total=_split(expected)[2],
-        expected_shapley_effects=_split(expected)[3],
+        expected_first_order=expected_first,
+        expected_total=expected_total,
+        expected_shapley_effects=expected_shapley,
         expected_total_variance=float(expected[0]),
         first_order_std=_split(std)[1],
         total_std=_split(std)[2],
