@@ -46,7 +46,8 @@ three-kernel ``G = kappa(Z, .) W kappa W kappa(., Z)`` and the two-kernel ``H = 
 kappa(., Z)`` (the pair matrices above). Shapley effects need the double integral over (t, u)
 (tensor Gauss-Legendre, exact); the total variance telescopes. Cost: O(n^2 d ceil(d/2)^2 / 2)
 for G and, for ``tr(H Q H Q)``, one n x n by n x n product per index, 2 (1 + 3 d) n^3 flops
-in all (500 points and 32 features: about 15 s on one core).
+in all (500 points and 32 features, pumadyn-32nm in ``benchmarks/gp_sensitivity_speed.py``:
+12 s of CPU on one core).
 """
 
 from __future__ import annotations
