@@ -140,12 +140,17 @@ def global_sensitivity(
             f"{type(measure).__name__}."
         )
     measure = measure.resolve(n_features)
+    # The leave-one-out products of G run fastest on (rows, n) slabs of ~4096 numbers, which
+    # stay in cache (measured: 8 rows of 500 take 25% less time per row than 4 or 16).
+    sandwich_rows = max(1, 4096 // n_basis)
     if chunk_size is None:
         # Per row of Z: the Shapley pair matrices' path, ~3 (n, d) slabs per Gauss-Legendre
-        # node, and ~16 more for the other pair matrices and the {P, E} tables of G.
+        # node, and ~8 more for the other pair matrices.
         nodes = len(gauss_legendre_unit(n_features)[0])
-        chunk_size = default_chunk_size(n_basis, n_features, copies_per_point=3 * nodes + 16)
-    of_mean, expected, std = _moments(posterior, structure, measure, chunk_size)
+        chunk_size = default_chunk_size(n_basis, n_features, copies_per_point=3 * nodes + 8)
+    else:
+        sandwich_rows = min(sandwich_rows, chunk_size)
+    of_mean, expected, std = _moments(posterior, structure, measure, chunk_size, sandwich_rows)
     check_finite_result("global_sensitivity", of_mean, expected, std)
     total_variance, first, total, shapley = _split(of_mean)
     _, expected_first, expected_total, expected_shapley = _split(expected)
@@ -178,9 +183,10 @@ def _split(stacked):
             stacked[..., 2 * d + 1:])
 
 
-def _moments(posterior, structure, measure, chunk_size):
+def _moments(posterior, structure, measure, chunk_size, sandwich_rows):
     """Indices of the posterior mean, their posterior expectations and standard deviations,
-    each stacked (1 + 3 d,) (``_split``), by passes over row chunks of Z.
+    each stacked (1 + 3 d,) (``_split``), by passes over row chunks of Z (``chunk_size`` rows
+    for the pair matrices H, ``sandwich_rows`` for the three-kernel G).
 
     The variance of a quadratic functional ``F = <f, W f>`` of ``f ~ GP(m, c)`` is ``2 tr(W c W
     c) + 4 m W c W m``; with ``k = s2 kappa`` and ``c = s2 kappa - s2^2 kappa_Z Q kappa_Z^T``
@@ -214,14 +220,16 @@ def _moments(posterior, structure, measure, chunk_size):
             of_mean += np.einsum("a,abi,b->i", alpha[rows], H, alpha)
             of_reduction += np.einsum("ab,abi->i", Q[rows], H)
             H_alpha[rows] = np.einsum("abi,b->ai", H, alpha)
-            tables = (  # the three-kernel matrices g(A, B), A, B in {P, E}, features first
-                M[:, None, None] * mu.T[:, rows, None] * mu.T[:, None, :],
-                mu.T[:, rows, None] * lam.T[:, None, :],
-                lam.T[:, rows, None] * mu.T[:, None, :],
-                np.moveaxis(structure.centred_sandwich(Z[rows], Z, measure), -1, 0),
-            )
-            sandwich += _bilinear_indices(*tables, data_weight[rows], nodes, weights)
         data_trace[chosen] = np.einsum("iab,iba->i", HQ, HQ)
+    for start in range(0, n_basis, sandwich_rows):
+        rows = slice(start, start + sandwich_rows)
+        tables = (  # the three-kernel matrices g(A, B), A, B in {P, E}, features first
+            M[:, None, None] * mu.T[:, rows, None] * mu.T[:, None, :],
+            mu.T[:, rows, None] * lam.T[:, None, :],
+            lam.T[:, rows, None] * mu.T[:, None, :],
+            np.moveaxis(structure.centred_sandwich(Z[rows], Z, measure), -1, 0),
+        )
+        sandwich += _bilinear_indices(*tables, data_weight[rows], nodes, weights)
     prior = _stacked(_pair_functionals(
         np.ones((1, 1, n_features)), M[None, None, :],
         structure.centred_double_embedding(measure)[None, None, :], nodes, weights,
@@ -281,9 +289,11 @@ def _bilinear_indices(PP, PE, EP, EE, weight, nodes, weights):
 
     shapley = np.zeros(n_features)
     for a, t in enumerate(nodes):
+        # x(P + t E, P + u E) = left + u right: two passes per (t, u) pair instead of seven
+        left, right = PP + t * EP, PE + t * EE
         for b in range(a, len(nodes)):
             pair_weight = weights[a] * weights[b] * (1.0 if a == b else 2.0)
-            shapley += pair_weight * contract(t, nodes[b])
+            shapley += pair_weight * _weighted_leave_one_out(weighted, left + nodes[b] * right)
     variance = np.sum(weight.reshape(-1) * _telescoped(PP, PE, EP, EE))
     return np.concatenate([[variance], contract(0.0, 0.0), contract(1.0, 1.0), shapley])
 
