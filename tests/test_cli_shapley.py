@@ -74,8 +74,11 @@ def test_sensitivity_command(tmp_path, small_csv):
     table = pd.read_csv(out / "sensitivity.csv")
     assert list(table["feature"]) == ["a", "b", "c"]
     np.testing.assert_allclose(table["shapley_index"].sum(), 1.0, rtol=1e-10)
-    assert np.all(table["first_order_std"] >= 0)
+    for column in ("first_order_std", "total_std", "shapley_effect_std"):
+        assert np.all(table[column] >= 0)
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["std_of_variance_over_posterior"] > 0
+    assert "+-" in result.stdout
     assert summary["kernel"] == "ard" and "Sobol" in summary["method"]
     assert (out / "sensitivity.png").stat().st_size > 0
     # y = sin(a) + 0.3 b + noise over b in [0, 10]: b dominates, c is irrelevant.

@@ -5,8 +5,9 @@ readers and fitting (imported at call time: ``cli.py`` imports this module), fit
 with a product kernel (``--kernel ard`` or ``isotropic``), computes ``gx.global_sensitivity``
 under independent Gaussians with each column's mean and standard deviation, and writes
 ``sensitivity.csv`` (one row per feature: the indices of the posterior mean, the variances,
-their posterior expectations and the first-order posterior std), ``summary.json`` and
-``sensitivity.png`` (bars with 95% error bars).
+their posterior expectations and posterior standard deviations), ``summary.json`` (with the
+total variance's expectation and std over the posterior) and ``sensitivity.png`` (bars with
+95% error bars on every index).
 
 A target of class labels (text or booleans) is refused, naming the alternatives: the command
 analyses a regression, and a classifier's indices are those of one class's latent (its
@@ -67,6 +68,7 @@ def run(data: str, target: str, kernel: str, out: Path, seed: int) -> None:
         "measure": "independent Gaussians with each column's mean and standard deviation",
         "variance_of_posterior_mean": result.total_variance,
         "expected_variance_over_posterior": result.expected_total_variance,
+        "std_of_variance_over_posterior": result.total_variance_std,
         "units": "variances in squared units of the target; indices are shares of the "
                  "variance of the posterior mean",
         "features": table.to_dict(orient="records"),
@@ -82,7 +84,9 @@ def run(data: str, target: str, kernel: str, out: Path, seed: int) -> None:
     for row in top.itertuples():
         stdout.print(
             f"{row.feature}: first-order {row.first_order_index:.3f}, total {row.total_index:.3f}, "
-            f"Shapley {row.shapley_index:.3f}", markup=False, highlight=False, soft_wrap=True,
+            f"Shapley {row.shapley_index:.3f} (Shapley effect over the posterior "
+            f"{row.expected_shapley_effect:.4g} +- {row.shapley_effect_std:.2g})",
+            markup=False, highlight=False, soft_wrap=True,
         )
     stdout.print(f"Wrote sensitivity.csv, summary.json, sensitivity.png to {out}",
                  markup=False, highlight=False, soft_wrap=True)

@@ -111,8 +111,8 @@ class GlobalSensitivity(_PerFeatureVariances):
       ``total`` ``T_i = E[Var(m | x_-i)]``, ``shapley_effects`` (sum to ``total_variance`` =
       ``Var m``); ``first_order <= shapley_effects <= total``;
     * over the **GP posterior** of f (each is a quadratic functional of f): the posterior
-      expectations ``expected_*`` (exact) and the posterior standard deviation of the
-      first-order variances ``first_order_std``.
+      expectations ``expected_*`` and posterior standard deviations ``*_std`` (both exact:
+      moments of a quadratic form of a Gaussian).
 
     Attributes
     ----------
@@ -120,7 +120,11 @@ class GlobalSensitivity(_PerFeatureVariances):
     total_variance : float
     expected_first_order, expected_total, expected_shapley_effects : ndarray (n_features,)
     expected_total_variance : float
-    first_order_std : ndarray (n_features,)
+    first_order_std, total_std, shapley_effects_std : ndarray (n_features,)
+        Posterior standard deviations of ``V_i[f]``, ``T_i[f]`` and the Shapley effects of f,
+        in squared units of the target (per feature; their covariances are not computed).
+    total_variance_std : float
+        Posterior standard deviation of ``Var_x f(x)``.
     feature_names : list of str
     method : str
     """
@@ -134,10 +138,14 @@ class GlobalSensitivity(_PerFeatureVariances):
     expected_shapley_effects: np.ndarray
     expected_total_variance: float
     first_order_std: np.ndarray
+    total_std: np.ndarray
+    shapley_effects_std: np.ndarray
+    total_variance_std: float
     feature_names: list[str]
     method: str = "global sensitivity"
     _per_feature = ("first_order", "total", "shapley_effects", "expected_first_order",
-                    "expected_total", "expected_shapley_effects", "first_order_std")
+                    "expected_total", "expected_shapley_effects", "first_order_std",
+                    "total_std", "shapley_effects_std")
 
     @property
     def first_order_indices(self) -> np.ndarray:
@@ -157,8 +165,11 @@ class GlobalSensitivity(_PerFeatureVariances):
     def to_frame(self) -> pd.DataFrame:
         """One row per feature: the indices of the posterior mean (``first_order_index``,
         ``total_index``, ``shapley_index``), its unnormalised variances (``first_order``,
-        ``total``, ``shapley_effect``) and their posterior expectations over f
-        (``expected_*``), and ``first_order_std``, the posterior std of ``V_i[f]``."""
+        ``total``, ``shapley_effect``), their posterior expectations over f (``expected_*``)
+        and posterior standard deviations (``first_order_std``, ``total_std``,
+        ``shapley_effect_std``), all in squared units of the target. The total variance and
+        its std are scalars (``expected_total_variance``, ``total_variance_std``), not
+        columns."""
         return pd.DataFrame(
             {
                 "feature": list(self.feature_names),
@@ -171,7 +182,9 @@ class GlobalSensitivity(_PerFeatureVariances):
                 "expected_first_order": self.expected_first_order,
                 "first_order_std": self.first_order_std,
                 "expected_total": self.expected_total,
+                "total_std": self.total_std,
                 "expected_shapley_effect": self.expected_shapley_effects,
+                "shapley_effect_std": self.shapley_effects_std,
             }
         )
 

@@ -296,9 +296,10 @@ def plot_global_sensitivity(result, ax: Axes | None = None) -> Figure:
     """First-order, Shapley and total variances per feature, with posterior error bars.
 
     Bars are posterior expectations over the GP (``result.expected_*``, squared units of the
-    target); the first-order bars carry +-1.96 posterior standard deviations
-    (``result.first_order_std``, cut at zero); dots mark the same quantities of the
-    posterior mean.
+    target), each with +-1.96 posterior standard deviations (``result.first_order_std``,
+    ``total_std``, ``shapley_effects_std``; the lower bar cut at zero, as a variance is >= 0);
+    dots mark the same quantities of the posterior mean. The title gives the variance of the
+    posterior mean and the posterior expectation and std of ``Var f``.
     Features are sorted by expected Shapley effect, most important at the top.
 
     Parameters
@@ -326,23 +327,25 @@ def plot_global_sensitivity(result, ax: Axes | None = None) -> Figure:
     figure, ax = _ranking_axes(names, ax)
     positions = np.arange(len(names))
     rows = (
-        ("first order", result.expected_first_order, result.first_order, "0.75", -0.27),
-        ("Shapley effect", result.expected_shapley_effects, result.shapley_effects, "0.45", 0.0),
-        ("total", result.expected_total, result.total, "0.15", 0.27),
+        ("first order", result.expected_first_order, result.first_order, result.first_order_std,
+         "0.75", -0.27),
+        ("Shapley effect", result.expected_shapley_effects, result.shapley_effects,
+         result.shapley_effects_std, "0.45", 0.0),
+        ("total", result.expected_total, result.total, result.total_std, "0.15", 0.27),
     )
-    for label, expected, of_mean, colour, offset in rows:
-        error = None
-        if label == "first order":  # a variance is >= 0: the lower bar stops at zero
-            half = 1.96 * result.first_order_std[order]
-            error = np.stack([np.minimum(half, expected[order]), half])
+    for label, expected, of_mean, std, colour, offset in rows:
+        half = 1.96 * std[order]
+        error = np.stack([np.minimum(half, np.maximum(expected[order], 0.0)), half])
         ax.barh(positions + offset, expected[order], height=0.27, color=colour, xerr=error,
-                error_kw={"elinewidth": 0.8, "capsize": 2},
-                label=f"{label} (posterior expectation)")
+                error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "tab:red"},
+                label=f"{label} (posterior expectation +- 1.96 std)")
         ax.plot(of_mean[order], positions + offset, "o", color="black", markersize=2.5)
     _finish_variance_panel(
         ax, [names[i] for i in order],
         "variance (squared units of the target); dots: of the posterior mean",
-        f"Global sensitivity (variance of the posterior mean {result.total_variance:.4g})",
+        f"Global sensitivity (variance of the posterior mean {result.total_variance:.4g}; "
+        f"over the posterior {result.expected_total_variance:.4g} "
+        f"+- {result.total_variance_std:.2g})",
     )
     return figure
 

@@ -99,6 +99,9 @@ def test_global_sensitivity_of_each_latent(three_class_model, binary_model):
     for index, label in enumerate(three_class_model.classes_):
         same(gx.global_sensitivity(three_class_model, target_class=label),
              gx.global_sensitivity(three_class_model.posteriors_[index]))
+    assert gx.global_sensitivity(three_class_model, target_class="b").method.endswith(
+        "of the softmax latent of class 'b'")
+    assert "latent" not in gx.global_sensitivity(three_class_model.posteriors_[0]).method
 
 
 def test_sklearn_classifier_posterior_explains_its_log_odds(data):

@@ -134,24 +134,147 @@ def test_pick_freeze_monte_carlo():
             assert z < 5.0, (i, terms.mean(), exact)
 
 
-def test_posterior_moments_against_sample_paths():
-    posterior = _posterior(2, [0.8, 1.3])
-    measure = Gaussian([0.1, -0.2], [0.9, 1.2])
+def _matern_rq_kernel():
+    matern = gk.MaternKernel(nu=1.5, active_dims=torch.tensor([0]))
+    matern.lengthscale = torch.tensor(0.9)
+    rq = gk.RQKernel(active_dims=torch.tensor([1]))
+    rq.lengthscale, rq.alpha = torch.tensor(1.2), torch.tensor(0.8)
+    return GPyTorchKernel(gk.ScaleKernel(gk.ProductKernel(matern, rq)).double())
+
+
+def _stacked_result(result):
+    return (
+        np.concatenate([[result.expected_total_variance], result.expected_first_order,
+                        result.expected_total, result.expected_shapley_effects]),
+        np.concatenate([[result.total_variance_std], result.first_order_std,
+                        result.total_std, result.shapley_effects_std]),
+    )
+
+
+SAMPLE_PATH_CASES = {
+    # name: (d, measure, Gauss-Hermite nodes per feature or None for the atoms, kernel)
+    "d2-gaussian-rbf": (2, Gaussian([0.1, -0.2], [0.9, 1.2]), 20, None),
+    "d3-gaussian-rbf": (3, Gaussian([0.1, -0.2, 0.3], [0.6, 0.8, 0.5]), 10, None),
+    "d2-empirical-rbf": (2, Empirical(np.random.default_rng(3).normal(size=(7, 2))), None, None),
+    "d3-empirical-matern": (3, Empirical(np.random.default_rng(4).normal(size=(6, 3))), None,
+                            "matern"),
+    # a sparse variational posterior: Q = Kzz^-1 - Kzz^-1 S Kzz^-1 is not a kernel inverse
+    "d2-gaussian-variational": (2, Gaussian([0.1, -0.2], [0.9, 1.2]), 20, "variational"),
+}
+
+
+def _variational_posterior():
+    generator = np.random.default_rng(5)
+    root = 0.05 * generator.normal(size=(12, 12))
+    inducing = generator.normal(size=(12, 2))
+    return gx.VariationalPosterior(inducing, np.sin(2 * inducing[:, 0]) + inducing.prod(1),
+                                   root @ root.T, RBF([0.8, 1.3], 1.1), mean=0.2,
+                                   data_inputs=generator.normal(size=(30, 2)))
+
+
+@pytest.mark.parametrize("case", list(SAMPLE_PATH_CASES))
+def test_posterior_moments_against_sample_paths(case):
+    # Sample f jointly on the tensor grid of the measure's atoms (Gauss-Hermite atoms stand in
+    # for a Gaussian measure), compute every index of every path exactly on the grid, and
+    # compare the sample mean and sample std with the closed forms. z-scores: the mean's
+    # standard error is s / sqrt(n); the sample std's is std((x - mean)^2) / (2 s sqrt(n))
+    # (delta method, no normality assumed: the indices are quadratic forms, heavy-tailed).
+    d, measure, n_nodes, kernel = SAMPLE_PATH_CASES[case]
+    if kernel == "matern":
+        posterior = _posterior(d, None, kernel=_matern_rq_kernel())
+    elif kernel == "variational":
+        posterior = _variational_posterior()
+    else:
+        posterior = _posterior(d, [0.8, 1.3, 1.0][:d])
     result = gx.global_sensitivity(posterior, measure)
-    atoms = brute.gaussian_atoms(measure.mean, measure.std, 20)
+    if n_nodes is None:
+        atoms = brute.empirical_atoms(measure.points)
+    else:
+        atoms = brute.gaussian_atoms(measure.mean, measure.std, n_nodes)
     grid, shape = brute.tensor_grid(atoms)
     mean, cov = posterior.predict(grid, return_cov=True)
     eigenvalues, vectors = np.linalg.eigh(cov)
     root = vectors * np.sqrt(np.maximum(eigenvalues, 0.0))
-    n = 3000
+    n = 6000 if d == 2 else 3000  # the std's relative standard error: ~2% at 6000 here
     samples = mean + np.random.default_rng(1).normal(size=(n, len(grid))) @ root.T
     draws = np.array([np.concatenate([[v], first, total, shapley]) for v, first, total, shapley
                       in (_grid_indices(s.reshape(shape), atoms) for s in samples)])
-    ours = np.concatenate([[result.expected_total_variance], result.expected_first_order,
-                           result.expected_total, result.expected_shapley_effects])
-    z = np.abs(draws.mean(0) - ours) / (draws.std(0) / np.sqrt(n))
-    assert np.all(z < 5.0), z
-    np.testing.assert_allclose(draws[:, 1:3].std(0), result.first_order_std, rtol=0.1)
+    expected, std = _stacked_result(result)
+    sample_std = draws.std(0)
+    live = sample_std > 1e-12 * sample_std.max()  # the Matern case ignores feature 2
+    z_mean = np.abs(draws.mean(0) - expected)[live] / (sample_std[live] / np.sqrt(n))
+    assert np.all(z_mean < 5.0), z_mean
+    spread = ((draws - draws.mean(0)) ** 2).std(0)
+    z_std = np.abs(sample_std - std)[live] / (spread[live] / (2 * sample_std[live] * np.sqrt(n)))
+    assert np.all(z_std < 5.0), (z_std, sample_std, std)
+    np.testing.assert_array_equal(std[~live], 0.0)
+    np.testing.assert_array_equal(expected[~live], 0.0)
+
+
+@pytest.mark.parametrize("ratio", [0.7, 1.0, 1e2, 1e4])
+def test_variance_integrals_against_mpmath(ratio):
+    # The per-feature pieces of the posterior variance (the three-kernel matrix G, the
+    # cross moment lam, the trace table T) for an SE factor under a Gaussian, against
+    # 50-digit atom sums over an 80-node Hermite rule, from l / std = 0.7 to 1e4 (where the
+    # terms of every centred combination agree to ~8 digits and a float64 subtraction
+    # would keep none).
+    from gpexplain.kernels.product import product_structure
+    from tests.reference.sobol_moments_mpmath import feature_integrals
+
+    mean, std, points = 0.3, 1.7, np.array([-2.0, 0.1, 1.9, 4.0])
+    lengthscale = ratio * std
+    structure = product_structure(RBF(np.array([lengthscale]), 1.0), 1)
+    measure = Gaussian(np.array([mean]), np.array([std]))
+    lam, G, tables = feature_integrals(points, mean, std, lengthscale)
+    lam, G = np.array(lam, dtype=float), np.array(G, dtype=float)
+    got_lam = structure.centred_cross_moment(points[:, None], measure)[:, 0]
+    got_G = structure.centred_sandwich(points[:, None], points[:, None], measure)[..., 0]
+    # relative to the largest entry: lam(a) and G(a, b) change sign as a and b move
+    np.testing.assert_allclose(got_lam, lam, rtol=0, atol=1e-12 * np.abs(lam).max())
+    np.testing.assert_allclose(got_G, G, rtol=0, atol=1e-12 * np.abs(G).max())
+    for got, reference in zip(structure.trace_moments(measure), tables, strict=True):
+        assert abs(got[0] - float(reference)) <= 1e-12 * float(reference)
+
+
+def test_one_feature_stds_agree():
+    # d = 1: first order = total = Shapley = total variance as functionals of f, so their
+    # posterior stds are the same number, reached by four different paths.
+    for measure in (Gaussian(0.3, 0.8), Empirical(rng.normal(size=(9, 1)))):
+        result = gx.global_sensitivity(_posterior(1, [0.7]), measure)
+        for std in (result.total_std, result.shapley_effects_std, [result.total_variance_std]):
+            np.testing.assert_allclose(std, result.first_order_std, rtol=1e-12)
+        assert result.first_order_std[0] > 0
+
+
+def test_thirty_features_complete():
+    # d = 30, a small posterior: 15 x 15 Gauss-Legendre pairs for the Shapley stds. A feature
+    # the kernel ignores (infinite lengthscale) has zero std; timed in the report.
+    d = 30
+    lengthscale = np.linspace(0.8, 4.0, d)
+    lengthscale[7] = np.inf
+    X = rng.normal(size=(40, d))
+    posterior = gx.ExactPosterior(X, np.sin(X[:, 0]) + X[:, 1] * X[:, 2],
+                                  kernel=RBF(lengthscale, 1.0), noise=0.05)
+    result = gx.global_sensitivity(posterior)
+    for std in (result.first_order_std, result.total_std, result.shapley_effects_std):
+        assert np.all(np.isfinite(std)) and np.all(std >= 0)
+        assert std[7] == 0.0 and std[0] > 0
+    assert result.total_variance_std > 0
+
+
+def test_chunks_and_memory_groups_do_not_change_the_result(monkeypatch):
+    # Row chunks of 3 and a memory budget that holds H Q for only 2 indices at a time (5
+    # passes over Z for the 10 indices of d = 3) must reproduce the one-pass result.
+    import gpexplain.explain.sensitivity as sensitivity
+
+    posterior = _posterior(3, [0.8, 1.3, 1.0])
+    measure = Gaussian([0.1, -0.2, 0.3], [0.9, 1.2, 0.7])
+    reference = gx.global_sensitivity(posterior, measure)
+    monkeypatch.setattr(sensitivity, "_MEMORY_BUDGET_BYTES", 2 * 8 * 20 * 20)
+    split = gx.global_sensitivity(posterior, measure, chunk_size=3)
+    for name in ("first_order", "expected_total", "first_order_std", "total_std",
+                 "shapley_effects_std", "total_variance_std"):
+        np.testing.assert_allclose(getattr(split, name), getattr(reference, name), rtol=1e-12)
 
 
 def test_result_table_and_plot():
@@ -160,8 +283,19 @@ def test_result_table_and_plot():
     assert list(frame["feature"]) == ["x0", "x1", "x2"]
     np.testing.assert_allclose(frame["shapley_index"].sum(), 1.0, rtol=1e-12)
     assert "gaussian measure" in result.method
+    for column in ("first_order_std", "total_std", "shapley_effect_std"):
+        assert np.all(frame[column] > 0)
     figure = gx.plot.plot_global_sensitivity(result)
     assert len(figure.axes) == 1
+    # every bar series carries error bars: +-1.96 std, the lower arm cut at zero
+    from matplotlib.container import BarContainer
+
+    bars = [c for c in figure.axes[0].containers if isinstance(c, BarContainer)]
+    assert len(bars) == 3 and all(bar.errorbar is not None for bar in bars)
+    order = np.argsort(-result.expected_shapley_effects, kind="stable")
+    segments = bars[2].errorbar.lines[2][0].get_segments()  # the total variances' bars
+    upper = np.array([segment[1, 0] for segment in segments])
+    np.testing.assert_allclose(upper, (result.expected_total + 1.96 * result.total_std)[order])
     with pytest.raises(TypeError, match="GlobalSensitivity"):
         gx.plot.plot_global_sensitivity(frame)
 
@@ -174,8 +308,8 @@ def test_refusals_are_named():
         gx.global_sensitivity(other)
     with pytest.raises(TypeError, match="MixturePosterior"):
         gx.global_sensitivity(gx.MixturePosterior([posterior, posterior]))
-    with pytest.raises(ValueError, match="n_nodes"):
-        gx.global_sensitivity(posterior, n_nodes=0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        gx.global_sensitivity(posterior, chunk_size=0)
     with pytest.raises(TypeError, match="measure must be"):
         gx.global_sensitivity(posterior, measure="gaussian")
     with pytest.raises(ValueError, match="features"):

@@ -27,11 +27,27 @@ a`` is ``s2^2 a^T H a``. Each index is a quadratic functional F of f, so under t
     E F[f] = F[m] + s2 H(E2 -> 1, B -> M) - s2^2 sum_{n n'} Q_{nn'} H_{nn'},
 
 (the prior term: ``k_j(x, x) = 1`` replaces the same-point moment, ``M_j = E k_j(s, s')`` the
-independent one). The first-order variance ``V_i[f] = h^T A h`` is a quadratic form of the
-Gaussian vector ``h = (E[f | x_i = u_g])_g`` at the nodes ``u_g`` of a rule for ``p_i``
-(Gauss-Hermite, or the atoms of an empirical measure, which are exact), with ``A = diag(w) -
-w w^T``; its posterior variance is ``2 tr((A S)^2) + 4 mu^T A S A mu`` (moments of a Gaussian
-quadratic form).
+independent one).
+
+Posterior standard deviations. Write an index as ``F[f] = <f, W f>`` with a pair measure W:
+per feature ``P_j = p_j x p_j`` (independent points), ``D_j`` (the same point twice) and
+``E_j = D_j - P_j``; first order ``E_i prod_{j != i} P_j``, total ``E_i prod_{j != i} D_j``,
+Shapley ``E_i int_0^1 prod_{j != i} (P_j + t E_j) dt``, total variance ``prod D - prod P``.
+Every W kills constants, so the prior mean drops out, and for ``f ~ GP(m, c)``
+
+    Var F = 2 tr(W c W c) + 4 m W c W m
+          = 2 s2^2 T + 4 s2^3 sum(G * (a a^T - Q)) + 2 s2^4 tr(H Q H Q) - 4 s2^4 (H a)^T Q (H a)
+
+(``c = s2 kappa - s2^2 kappa(., Z) Q kappa(Z, .)``; Gaussian quadratic forms). Each term
+factorises over features into per-feature integrals bilinear in the pair measures, tabulated
+over {P, E} without cancellation (``ProductStructure.trace_moments``, ``centred_cross_moment``,
+``centred_sandwich``, ``centred_second_moment``): the trace ``T = int W kappa W kappa``, the
+three-kernel ``G = kappa(Z, .) W kappa W kappa(., Z)`` and the two-kernel ``H = kappa(Z, .) W
+kappa(., Z)`` (the pair matrices above). Shapley effects need the double integral over (t, u)
+(tensor Gauss-Legendre, exact); the total variance telescopes. Cost: O(n^2 d ceil(d/2)^2 / 2)
+for G and, for ``tr(H Q H Q)``, one n x n by n x n product per index, 2 (1 + 3 d) n^3 flops
+in all (500 points and 32 features, pumadyn-32nm in ``benchmarks/gp_sensitivity_speed.py``:
+12 s of CPU on one core).
 """
 
 from __future__ import annotations
@@ -49,18 +65,18 @@ from gpexplain.functionals.product_shapley import (
 from gpexplain.global_attribution import GlobalSensitivity
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.product import product_structure
-from gpexplain.parallel import default_chunk_size
+from gpexplain.parallel import _MEMORY_BUDGET_BYTES, default_chunk_size
 from gpexplain.posterior.mixture import MixturePosterior
 
 __all__ = ["global_sensitivity"]
 
 
 def global_sensitivity(
-    model_or_posterior, measure=None, *, n_nodes: int = 64, chunk_size: int | None = None,
+    model_or_posterior, measure=None, *, chunk_size: int | None = None,
     target_class=None, output: str | None = None,
 ) -> GlobalSensitivity:
     """Sobol indices and Shapley effects of a product-kernel GP, in closed form, with their
-    posterior expectation and (first order) posterior standard deviation.
+    posterior expectations and posterior standard deviations.
 
     **Classifiers** (``gx.GPClassifier``, ``gx.from_sklearn(GaussianProcessClassifier)``): the
     indices are those of the latent function, which is Gaussian (class probabilities are not,
@@ -80,9 +96,6 @@ def global_sensitivity(
         The product measure of the inputs. Default: independent Gaussians with each training
         column's mean and standard deviation (squared-exponential factors only; use
         ``Empirical(X)`` for Matern or RQ factors).
-    n_nodes : int, default 64
-        Gauss-Hermite nodes for the first-order posterior variance under a Gaussian measure
-        (an empirical measure uses its atoms, exactly).
     chunk_size : int, optional
         Rows of Z processed at once (bounds memory); automatic by default.
     target_class : class label, optional
@@ -96,8 +109,19 @@ def global_sensitivity(
     -------
     GlobalSensitivity
         Unnormalised variances (squared units of y; classifiers: squared latent units) of the
-        posterior mean and their posterior expectations; indices (shares of ``Var m``) as
-        properties.
+        posterior mean, their posterior expectations and posterior standard deviations over f
+        (``first_order_std``, ``total_std``, ``shapley_effects_std``, ``total_variance_std``:
+        exact moments of a quadratic form of a Gaussian, module docstring); indices (shares of
+        ``Var m``) as properties.
+
+    Notes
+    -----
+    Cost: O(n^2 d ceil(d/2)^2) elementwise work and (1 + 3 d) products of n x n matrices
+    (``tr(H Q H Q)``, O(n^3) per index); memory O(n^2 (1 + 3 d)) up to 256 MiB, then the
+    n^3 products are grouped and the pair matrices recomputed per group. An index that the
+    data pin down far below the prior's scale has a posterior variance that is a difference
+    of prior and data terms; round-off can make it slightly negative, and it is then reported
+    as a standard deviation of 0.
 
     Raises
     ------
@@ -107,17 +131,17 @@ def global_sensitivity(
         named as the alternative); a measure that is not Gaussian or Empirical, or Gaussian
         with a Matern / RQ factor; ``output="probability"``.
     ValueError
-        ``n_nodes`` or ``chunk_size`` not a positive integer; a measure with the wrong number of
-        features; ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary
-        model, or given for a regression; an unknown ``output``.
+        ``chunk_size`` not a positive integer; a measure with the wrong number of features;
+        ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary model, or
+        given for a regression; an unknown ``output``.
     """
-    for name, value in (("n_nodes", n_nodes), ("chunk_size", chunk_size)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1
-        ):
-            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    posterior, _ = latent_posterior(model_or_posterior, target_class, output,
-                                    "global_sensitivity")
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer)
+        or chunk_size < 1
+    ):
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    posterior, latent = latent_posterior(model_or_posterior, target_class, output,
+                                         "global_sensitivity")
     if isinstance(posterior, MixturePosterior):
         raise TypeError(
             "global_sensitivity needs one Gaussian posterior, not a MixturePosterior: Sobol "
@@ -136,52 +160,199 @@ def global_sensitivity(
             f"{type(measure).__name__}."
         )
     measure = measure.resolve(n_features)
-    Z, alpha = posterior.train_inputs, posterior.alpha
-    nodes, weights = gauss_legendre_unit(n_features)
-    mu = structure.embedding(Z, measure)
-    Q = posterior.quadratic_form(np.eye(n_basis))
+    # The leave-one-out products of G run fastest on (rows, n) slabs of ~4096 numbers, which
+    # stay in cache (measured: 8 rows of 500 take 25% less time per row than 4 or 16).
+    sandwich_rows = max(1, 4096 // n_basis)
     if chunk_size is None:
-        chunk_size = default_chunk_size(n_basis, n_features, copies_per_point=3 * len(nodes) + 6)
-    of_mean = [0.0, np.zeros(n_features), np.zeros(n_features), np.zeros(n_features)]
-    of_reduction = [0.0, np.zeros(n_features), np.zeros(n_features), np.zeros(n_features)]
-    for start in range(0, n_basis, chunk_size):
-        rows = slice(start, start + chunk_size)
-        B = mu[rows, None, :] * mu[None, :, :]
-        C = structure.centred_second_moment(Z[rows], Z, measure)
-        for index, H in enumerate(_pair_functionals(B + C, B, C, nodes, weights)):
-            of_mean[index] += np.einsum("a,ab...,b->...", alpha[rows], H, alpha)
-            of_reduction[index] += np.einsum("ab,ab...->...", Q[rows], H)
-    M = structure.double_embedding(measure)
-    prior = _pair_functionals(
-        np.ones((1, 1, n_features)), M[None, None, :],
-        structure.centred_double_embedding(measure)[None, None, :], nodes, weights,
-    )
-    s2 = structure.variance
-    mean_part = [s2**2 * value for value in of_mean]
-    expected = [
-        mean + s2 * prior_part[0, 0] - s2**2 * reduction
-        for mean, prior_part, reduction in zip(mean_part, prior, of_reduction, strict=True)
-    ]
-    first_order_std = _first_order_std(posterior, structure, measure, mu, M, n_nodes)
-    total_variance, first, total, shapley = mean_part
-    check_finite_result("global_sensitivity", first, total, shapley, np.array(total_variance),
-                        *expected[1:], np.array(expected[0]), first_order_std)
+        # Per row of Z: the Shapley pair matrices' path, ~3 (n, d) slabs per Gauss-Legendre
+        # node, and ~8 more for the other pair matrices.
+        nodes = len(gauss_legendre_unit(n_features)[0])
+        chunk_size = default_chunk_size(n_basis, n_features, copies_per_point=3 * nodes + 8)
+    else:
+        sandwich_rows = min(sandwich_rows, chunk_size)
+    of_mean, expected, std = _moments(posterior, structure, measure, chunk_size, sandwich_rows)
+    check_finite_result("global_sensitivity", of_mean, expected, std)
+    total_variance, first, total, shapley = _split(of_mean)
+    _, expected_first, expected_total, expected_shapley = _split(expected)
     return GlobalSensitivity(
         first_order=first,
         total=total,
         shapley_effects=shapley,
         total_variance=max(float(total_variance), 0.0),
-        expected_first_order=expected[1],
-        expected_total=expected[2],
-        expected_shapley_effects=expected[3],
+        expected_first_order=expected_first,
+        expected_total=expected_total,
+        expected_shapley_effects=expected_shapley,
         expected_total_variance=float(expected[0]),
-        first_order_std=first_order_std,
+        first_order_std=_split(std)[1],
+        total_std=_split(std)[2],
+        shapley_effects_std=_split(std)[3],
+        total_variance_std=float(std[0]),
         feature_names=list(posterior.feature_names),
         method=(
             "Sobol indices and Shapley effects (product kernel, "
             f"{type(measure).__name__.lower()} measure)"
+            + ("" if latent is None else f" of the {latent}")
         ),
     )
+
+
+def _split(stacked):
+    """``(total variance, first order (d,), total (d,), Shapley (d,))`` of a stacked (1 + 3 d,)
+    vector, the layout every helper below uses for the indices."""
+    d = (stacked.shape[-1] - 1) // 3
+    return (stacked[..., 0], stacked[..., 1:d + 1], stacked[..., d + 1:2 * d + 1],
+            stacked[..., 2 * d + 1:])
+
+
+def _moments(posterior, structure, measure, chunk_size, sandwich_rows):
+    """Indices of the posterior mean, their posterior expectations and standard deviations,
+    each stacked (1 + 3 d,) (``_split``), by passes over row chunks of Z (``chunk_size`` rows
+    for the pair matrices H, ``sandwich_rows`` for the three-kernel G).
+
+    The variance of a quadratic functional ``F = <f, W f>`` of ``f ~ GP(m, c)`` is ``2 tr(W c W
+    c) + 4 m W c W m``; with ``k = s2 kappa`` and ``c = s2 kappa - s2^2 kappa_Z Q kappa_Z^T``
+    it is ``2 s2^2 T + 4 s2^3 sum(G * (a a^T - Q)) + 2 s2^4 tr(H Q H Q) - 4 s2^4 (H a)^T Q (H
+    a)`` (module docstring). ``tr(H Q H Q)`` needs all of ``H Q``: it is accumulated for as
+    many indices as fit in the memory budget of ``gpexplain.parallel`` (all of them in the
+    first pass while (1 + 3 d) n^2 <= 32 Mi numbers); further groups of indices recompute H
+    in further passes.
+    """
+    Z, alpha = posterior.train_inputs, posterior.alpha
+    n_basis, n_features = Z.shape
+    nodes, weights = gauss_legendre_unit(n_features)
+    mu = structure.embedding(Z, measure)
+    lam = structure.centred_cross_moment(Z, measure)
+    M = structure.double_embedding(measure)
+    Q = posterior.quadratic_form(np.eye(n_basis))
+    data_weight = np.outer(alpha, alpha) - Q
+    n_indices = 1 + 3 * n_features
+    of_mean, of_reduction, sandwich, data_trace = (np.zeros(n_indices) for _ in range(4))
+    H_alpha = np.zeros((n_basis, n_indices))
+    group = max(1, _MEMORY_BUDGET_BYTES // (8 * n_basis * n_basis))
+    for first_index in range(0, n_indices, group):
+        chosen = slice(first_index, min(first_index + group, n_indices))
+        HQ = np.empty((chosen.stop - chosen.start, n_basis, n_basis))
+        for start in range(0, n_basis, chunk_size):
+            rows = slice(start, start + chunk_size)
+            H = _index_pairs(structure, measure, Z, mu, rows, nodes, weights)
+            HQ[:, rows] = np.moveaxis(H[..., chosen], -1, 0) @ Q
+            if first_index > 0:
+                continue
+            of_mean += np.einsum("a,abi,b->i", alpha[rows], H, alpha)
+            of_reduction += np.einsum("ab,abi->i", Q[rows], H)
+            H_alpha[rows] = np.einsum("abi,b->ai", H, alpha)
+        data_trace[chosen] = np.einsum("iab,iba->i", HQ, HQ)
+    for start in range(0, n_basis, sandwich_rows):
+        rows = slice(start, start + sandwich_rows)
+        tables = (  # the three-kernel matrices g(A, B), A, B in {P, E}, features first
+            M[:, None, None] * mu.T[:, rows, None] * mu.T[:, None, :],
+            mu.T[:, rows, None] * lam.T[:, None, :],
+            lam.T[:, rows, None] * mu.T[:, None, :],
+            np.moveaxis(structure.centred_sandwich(Z[rows], Z, measure), -1, 0),
+        )
+        sandwich += _bilinear_indices(*tables, data_weight[rows], nodes, weights)
+    prior = _stacked(_pair_functionals(
+        np.ones((1, 1, n_features)), M[None, None, :],
+        structure.centred_double_embedding(measure)[None, None, :], nodes, weights,
+    ))[0, 0]
+    trace = _bilinear_indices(*_trace_tables(structure, measure), np.ones(()), nodes, weights)
+    s2 = structure.variance
+    variance = (
+        2 * s2**2 * trace + 4 * s2**3 * sandwich + 2 * s2**4 * data_trace
+        - 4 * s2**4 * np.einsum("ai,ab,bi->i", H_alpha, Q, H_alpha)
+    )
+    # A difference of prior and data terms: an index the data pin down to round-off can come
+    # out slightly negative; its standard deviation is then zero to working precision.
+    std = np.sqrt(np.maximum(variance, 0.0))
+    return s2**2 * of_mean, s2**2 * of_mean + s2 * prior - s2**2 * of_reduction, std
+
+
+def _trace_tables(structure, measure):
+    """Per feature ``T(A, B)`` for A, B in {P, E} as (PP, PE, EP, EE), each (n_features,)."""
+    PP, PE, EE = structure.trace_moments(measure)
+    return PP, PE, PE, EE
+
+
+def _index_pairs(structure, measure, Z, mu, rows, nodes, weights):
+    """The two-kernel matrices ``H = kappa(Z, .) W kappa(., Z)`` of every index for the rows of
+    Z in ``rows``, (rows, n, 1 + 3 d) stacked as in ``_split``."""
+    B = mu[rows, None, :] * mu[None, :, :]
+    C = structure.centred_second_moment(Z[rows], Z, measure)
+    return _stacked(_pair_functionals(B + C, B, C, nodes, weights))
+
+
+def _stacked(parts):
+    total, first, total_effects, shapley = parts
+    return np.concatenate([total[..., None], first, total_effects, shapley], axis=-1)
+
+
+def _bilinear_indices(PP, PE, EP, EE, weight, nodes, weights):
+    """``sum(weight * X_W)`` of every index W, stacked (1 + 3 d,), for a bilinear integral X
+    that factorises over features, ``X(A_1 x ... x A_d, B_1 x ... x B_d) = prod_j x_j(A_j,
+    B_j)``, given per feature for A, B in {P, E} (features on the FIRST axis, the other axes
+    matched by ``weight``: the trace T has none, the three-kernel G has (rows, n)).
+
+    Each index is ``W = int E_i prod_{j != i} (P_j + t E_j) dnu(t)`` with nu = delta_0 (first
+    order), delta_1 (total: P + E = D) or Lebesgue on [0, 1] (Shapley), so ``X(W, W)`` is the
+    double integral over (t, u) of ``x_i(E, E) prod_{j != i} x_j(P + t E, P + u E)``: a
+    leave-one-out product, for Shapley on the tensor Gauss-Legendre grid (exact: degree d - 1
+    in t and in u; the (t, u) and (u, t) terms are equal after the sum, as x(A, B) = x(B,
+    A)^T, so only t <= u is formed). The total variance ``prod D - prod P = sum_i E_i
+    prod_{j < i} D_j prod_{j > i} P_j`` (telescoped) is summed over both indices by a
+    four-state recursion over features (``_telescoped``).
+    """
+    n_features = PP.shape[0]
+    PP, PE, EP, EE = (table.reshape(n_features, -1) for table in (PP, PE, EP, EE))
+    weighted = weight.reshape(-1) * EE
+
+    def contract(t, u):
+        return _weighted_leave_one_out(weighted, PP + t * EP + u * PE + (t * u) * EE)
+
+    shapley = np.zeros(n_features)
+    for a, t in enumerate(nodes):
+        # x(P + t E, P + u E) = left + u right: two passes per (t, u) pair instead of seven
+        left, right = PP + t * EP, PE + t * EE
+        for b in range(a, len(nodes)):
+            pair_weight = weights[a] * weights[b] * (1.0 if a == b else 2.0)
+            shapley += pair_weight * _weighted_leave_one_out(weighted, left + nodes[b] * right)
+    variance = np.sum(weight.reshape(-1) * _telescoped(PP, PE, EP, EE))
+    return np.concatenate([[variance], contract(0.0, 0.0), contract(1.0, 1.0), shapley])
+
+
+def _weighted_leave_one_out(weighted, factors):
+    """``out[i] = sum_k weighted[i, k] prod_{j != i} factors[j, k]``, (d,), by prefix and suffix
+    products over the first axis (no division; one (K,) slab at a time: ~10x faster than a
+    cumprod over a short last axis, and 2x faster than batching several (t, u) pairs, whose
+    larger slabs leave the cache)."""
+    prefix = np.empty_like(factors)
+    running = np.ones(factors.shape[1])
+    for j in range(factors.shape[0]):
+        np.multiply(weighted[j], running, out=prefix[j])
+        running = running * factors[j]
+    out = np.empty(factors.shape[0])
+    running = np.ones(factors.shape[1])
+    for j in range(factors.shape[0] - 1, -1, -1):
+        out[j] = prefix[j] @ running
+        running = running * factors[j]
+    return out
+
+
+def _telescoped(PP, PE, EP, EE):
+    """``sum_{i, k} prod_j x_j(A^i_j, A^k_j)`` with ``A^i = (D, .., D, E_i, P, .., P)``.
+
+    Four states per pair (has the left, has the right sequence passed its E?) carried over
+    the features (first axis); D = P + E enters as sums of the accurate {P, E} tables.
+    """
+    both_before = np.ones(PP.shape[1:])
+    left_after = right_after = both_after = np.zeros(PP.shape[1:])
+    for pp, pe, ep, ee in zip(PP, PE, EP, EE, strict=True):
+        both_before, left_after, right_after, both_after = (
+            both_before * (pp + pe + ep + ee),
+            both_before * (ep + ee) + left_after * (pp + pe),
+            both_before * (pe + ee) + right_after * (pp + ep),
+            both_before * ee + left_after * pe + right_after * ep + both_after * pp,
+        )
+    return both_after
 
 
 def _pair_functionals(E2, B, C, nodes, weights):
@@ -201,31 +372,3 @@ def _pair_functionals(E2, B, C, nodes, weights):
         C * leave_one_out_products(E2),
         multilinear_shapley(E2, B, nodes, weights, delta=C),
     )
-
-
-def _first_order_std(posterior, structure, measure, mu, M, n_nodes):
-    """Posterior std of ``V_i[f]`` per feature, from the Gaussian vector of E[f | x_i] at nodes."""
-    Z, alpha = posterior.train_inputs, posterior.alpha
-    others_mu = leave_one_out_products(mu)  # prod_{j != i} mu_j(z_nj), (n, d)
-    others_M = leave_one_out_products(M)
-    s2 = structure.variance
-    std = np.zeros(structure.n_features)
-    for i in range(structure.n_features):
-        if not structure.factors[i]:
-            continue  # a feature the kernel ignores has V_i = 0 for every f
-        if isinstance(measure, Empirical):
-            u = measure.points[:, i]
-            w = np.full(u.shape[0], 1.0 / u.shape[0])
-        else:
-            u, w = np.polynomial.hermite_e.hermegauss(n_nodes)
-            u, w = measure.mean[i] + measure.std[i] * u, w / w.sum()
-        section = structure.feature_matrix(i, u, Z[:, i]) * others_mu[:, i]  # (G, n)
-        mean = s2 * section @ alpha
-        cov = s2 * others_M[i] * structure.feature_matrix(i, u, u) - s2**2 * (
-            posterior.quadratic_form(section)
-        )
-        A = np.diag(w) - np.outer(w, w)
-        AS = A @ cov
-        variance = 2.0 * np.sum(AS * AS.T) + 4.0 * mean @ AS @ A @ mean
-        std[i] = np.sqrt(max(variance, 0.0))
-    return std

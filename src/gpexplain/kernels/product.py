@@ -194,6 +194,111 @@ class ProductStructure:
         with np.errstate(divide="ignore"):
             return -np.expm1(-0.5 * np.log1p(2.0 * measure.std**2 / L))
 
+    def centred_cross_moment(self, X: np.ndarray, measure) -> np.ndarray:
+        """``lam[a, j] = E_s[(k_j(s, X[a, j]) - mu_j(X[a, j])) mu_j(s)]``, (n, n_features): the
+        covariance over ``s ~ p_j`` of a kernel section with the mean embedding, i.e.
+        ``nu_j(a) - M_j mu_j(a)`` with ``nu_j(a) = E_{s, s'} k_j(a, s) k_j(s, s')``.
+
+        Gaussian measure (SE factors, ``u = a - mean``, ``L = l^2``, ``D = std^2``, ``S1 = L^2
+        + 3 L D + D^2``): ``lam = M mu(a) expm1(delta(u))`` with the cancellation-free
+
+            delta(u) = log1p(D^2 / S1) / 2 - D^2 u^2 / (2 (L + D) S1).
+
+        Empirical: the average over the atoms of the centred sections times ``mu_j``.
+        """
+        if isinstance(measure, Empirical):
+            columns = []
+            for j in range(self.n_features):
+                atoms = measure.points[:, j]
+                sections = self.feature_matrix(j, X[:, j], atoms)  # (n, S)
+                centred = sections - sections.mean(axis=1, keepdims=True)
+                atom_embedding = self.feature_matrix(j, atoms, atoms).mean(axis=1)  # mu_j(s)
+                columns.append(centred @ atom_embedding / atoms.shape[0])
+            return np.stack(columns, axis=-1).reshape(X.shape[0], self.n_features)
+        L, D, u = self._gaussian_squared_lengthscales(measure), measure.std**2, X - measure.mean
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            delta = self._embedding_log_ratio(u, L, D)
+            lam = self.double_embedding(measure) * self.embedding(X, measure) * np.expm1(delta)
+        return np.where(np.isinf(L), 0.0, lam)
+
+    def centred_sandwich(self, X1: np.ndarray, X2: np.ndarray, measure) -> np.ndarray:
+        """``G[a, b, j] = E_{s, s'}[c_j(s, X1[a, j]) k_j(s, s') c_j(s', X2[b, j])]`` with the
+        centred sections ``c_j(s, a) = k_j(s, a) - mu_j(a)`` and ``s, s' ~ p_j`` independent,
+        (n1, n2, n_features): the three-kernel integral ``int k(a, .) E k E k(., b)`` of the
+        posterior variance of Sobol indices (``E = D - P``, same-point minus independent pair
+        measure).
+
+        Gaussian measure (SE factors): with ``delta`` as in ``centred_cross_moment`` and the
+        interaction exponent (``S1`` as there)
+
+            eps(u, v) = log1p(D^4 / (L (L + D) (L + 2 D) (L + 3 D))) / 2
+                        - D^2 (D^2 (u - v)^2 - 2 L (L + 3 D) u v) / (2 L (L + D) (L + 3 D) S1),
+
+        the four-term combination ``Gamma - nu mu' - mu nu' + M mu mu'`` is ``M mu(a) mu(b)
+        (expm1(delta_a) expm1(delta_b) + exp(delta_a + delta_b) expm1(eps))``, free of the
+        cancellation that makes each term ~1 and G ~ (std / l)^6 for wide lengthscales.
+        Empirical: ``C1 diag(w) K_ss diag(w) C2^T`` over the atoms (C: centred sections).
+        """
+        if isinstance(measure, Empirical):
+            slabs = []
+            for j in range(self.n_features):
+                atoms = measure.points[:, j]
+                left = self.feature_matrix(j, X1[:, j], atoms)
+                right = self.feature_matrix(j, X2[:, j], atoms)
+                left = left - left.mean(axis=1, keepdims=True)
+                right = right - right.mean(axis=1, keepdims=True)
+                gram = self.feature_matrix(j, atoms, atoms)
+                slabs.append(left @ gram @ right.T / atoms.shape[0] ** 2)
+            return np.stack(slabs, axis=-1).reshape(X1.shape[0], X2.shape[0], self.n_features)
+        L, D = self._gaussian_squared_lengthscales(measure), measure.std**2
+        u, v = (X1 - measure.mean)[:, None, :], (X2 - measure.mean)[None, :, :]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            S1 = L * L + 3.0 * L * D + D * D
+            eps = 0.5 * np.log1p(D**4 / (L * (L + D) * (L + 2.0 * D) * (L + 3.0 * D))) - (
+                D * D * (D * D * (u - v) ** 2 - 2.0 * L * (L + 3.0 * D) * u * v)
+                / (2.0 * L * (L + D) * (L + 3.0 * D) * S1)
+            )
+            delta_a = self._embedding_log_ratio(u, L, D)
+            delta_b = self._embedding_log_ratio(v, L, D)
+            mu1, mu2 = self.embedding(X1, measure), self.embedding(X2, measure)
+            G = (self.double_embedding(measure) * mu1[:, None, :] * mu2[None, :, :]) * (
+                np.expm1(delta_a) * np.expm1(delta_b) + np.exp(delta_a + delta_b) * np.expm1(eps)
+            )
+        return np.where(np.isinf(L), 0.0, G)
+
+    def trace_moments(self, measure) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(T_PP, T_PE, T_EE)``, each (n_features,): ``T(A, B) = int A(s1, s2) k_j(s2, s3)
+        B(s3, s4) k_j(s4, s1)`` for the independent pair measure P and the centred ``E = D -
+        P`` (D: the same point twice): ``T_PP = M^2``, ``T_PE = Var_s mu_j(s)``, ``T_EE =
+        E_{s, s'} kc_j(s, s')^2`` with the doubly centred kernel ``kc``.
+
+        Gaussian measure (SE factors): ``T_PE = M^2 expm1(d1)``, ``T_EE = M^2 (expm1(d2) - 2
+        expm1(d1))``, ``d1 = log1p(D^2 / ((L + D) (L + 3 D))) / 2``, ``d2 = log1p(4 D^2 / (L
+        (L + 4 D))) / 2`` (both O((D / L)^2), so no digits are lost for wide lengthscales).
+        """
+        M = self.double_embedding(measure)
+        if isinstance(measure, Empirical):
+            between, within = np.zeros(self.n_features), np.zeros(self.n_features)
+            for j in range(self.n_features):
+                gram = self.feature_matrix(j, measure.points[:, j], measure.points[:, j])
+                row_means = gram.mean(axis=1)
+                between[j] = np.mean((row_means - M[j]) ** 2)
+                centred = gram - row_means[:, None] - row_means[None, :] + M[j]
+                within[j] = np.mean(centred**2)
+            return M * M, between, within
+        L, D = self._gaussian_squared_lengthscales(measure), measure.std**2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d1 = np.expm1(0.5 * np.log1p(D * D / ((L + D) * (L + 3.0 * D))))
+            d2 = np.expm1(0.5 * np.log1p(4.0 * D * D / (L * (L + 4.0 * D))))
+        wide = np.isinf(L)
+        return M * M, np.where(wide, 0.0, M * M * d1), np.where(wide, 0.0, M * M * (d2 - 2 * d1))
+
+    @staticmethod
+    def _embedding_log_ratio(u, L, D):
+        """``log(nu(a) / (M mu(a)))`` for an SE factor under a Gaussian (centred ``u``)."""
+        S1 = L * L + 3.0 * L * D + D * D
+        return 0.5 * np.log1p(D * D / S1) - D * D * u * u / (2.0 * (L + D) * S1)
+
     def _gaussian_squared_lengthscales(self, measure) -> np.ndarray:
         """Per feature, the squared lengthscale of the product of its SE factors (inf if none)."""
         if not isinstance(measure, Gaussian):
