@@ -32,7 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpexplain._validation import check_finite_result
+from gpexplain.accuracy import CompletenessWarning, warn_if_incomplete
 from gpexplain.attribution import Attribution
+from gpexplain.explain._link_covariance import integrated_gradient_covariance
 from gpexplain.functionals.gradient import Gradient
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
 from gpexplain.links import APPROXIMATIONS, Link, Softmax, get_link
@@ -281,6 +283,7 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
         Bad X, or an integrated-gradient rule other than Gauss-Legendre.
     """
     X = linked.check_inputs(X)
+    difference_variance = None
     schemes = [Gradient().bind(post.kernel, post.train_inputs) for post in linked.posteriors]
     n_basis = max(post.train_inputs.shape[0] for post in linked.posteriors)
     per_point = default_chunk_size(n_basis * len(schemes), X.shape[1], 2)
@@ -297,12 +300,25 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
                 "probability-level integrated gradients use Gauss-Legendre along the path; "
                 f"rule={functional.rule!r} is not available with a link."
             )
+        exact_cov = return_cov and linked.link.approximation == "quadrature" and not isinstance(
+            linked.link, Softmax)
+        if exact_cov and len(functional.baselines) > 1:
+            raise ValueError(
+                "the covariance of probability-level integrated gradients is available for one "
+                f"baseline; got {len(functional.baselines)}. Pass return_cov=False for the "
+                "mean over a baseline distribution, or explain against one baseline."
+            )
         prediction, mean, baseline_prediction, nodes = _integrated(linked, at, X,
                                                                     functional.baselines)
         cov, method = None, (
             f"integrated gradients of E[p] ({_describe_link(linked)}; Gauss-Legendre path, "
-            f"up to {nodes} nodes)"
+            f"up to {nodes} nodes"
         )
+        if exact_cov:
+            cov, difference_variance, cov_nodes = integrated_gradient_covariance(
+                linked.link, linked.posteriors[0], schemes[0], X, functional.baselines[0])
+            method += f"; covariance by second-order Stein, up to {cov_nodes}^2 node pairs"
+        method += ")"
     elif isinstance(functional, Gradient):
         full = return_cov and linked.link.approximation == "quadrature" and not isinstance(
             linked.link, Softmax)
@@ -324,11 +340,15 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     if error:
         method = method[:-1] + f"; Monte Carlo standard error {error:.2g})"
     check_finite_result(caller, mean, cov, prediction)
-    return Attribution(
+    attribution = Attribution(
         mean=mean, cov=cov, X=functional.explained_inputs(X), prediction=prediction,
         baseline=functional.baseline, baseline_prediction=baseline_prediction,
         feature_names=linked.feature_names, method=method,
+        difference_variance=difference_variance,
     )
+    if difference_variance is not None:
+        warn_if_incomplete(attribution, caller)
+    return attribution
 
 
 def _integrated(linked, at, X, baselines):
@@ -353,7 +373,7 @@ def _integrated(linked, at, X, baselines):
             warnings.warn(
                 f"integrated gradients of the expected probability complete only to {gap:.3g} "
                 f"(> {tolerance:.3g}) with {n_nodes} Gauss-Legendre nodes along the path.",
-                RuntimeWarning, stacklevel=4,
+                CompletenessWarning, stacklevel=4,
             )
         used = max(used, n_nodes)
         attributions += ig / len(baselines)
