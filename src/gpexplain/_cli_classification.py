@@ -124,12 +124,14 @@ def explain_by_class(model, X, baseline) -> dict:
 def probability_by_class(model, X, baseline) -> dict:
     """Integrated gradients of the expected class probability E[p_c(x)] per explained class
     (the classes of ``explain_by_class``): ``{class label: Attribution}``, means only (the
-    probability-level explanation has no covariance yet; its intervals are the latent's)."""
+    binary covariance costs G^2 path-node pairs per row; the CLI's intervals are the
+    latent's)."""
     from gpexplain.explain import integrated_gradients
 
     labels = model.classes_ if model.link_ == "softmax" else [model.classes_[1]]
     return {
-        label: integrated_gradients(model, X, baseline=baseline, target_class=label)
+        label: integrated_gradients(model, X, baseline=baseline, target_class=label,
+                                    return_cov=False)
         for label in labels
     }
 

@@ -44,6 +44,7 @@ import numpy as np
 
 from gpexplain.functionals.quadrature import quadrature_rule, weighted_pair_hessian
 from gpexplain.kernels.rbf import RBF
+from gpexplain.links import PAIR_ORDERS
 
 __all__ = ["integrated_gradient_covariance", "PATH_NODES", "PATH_RTOL"]
 
@@ -89,6 +90,19 @@ def _weighted_gradient_cov(posterior, scheme, path, cross, weights):
     return prior - posterior.quadratic_form(cross, mixed).sum(0)
 
 
+def _node_pair_expectations(link, mean, var, value_cov):
+    """``E[sigma^(p)(f(s)) sigma^(q)(f(t))]`` over ``PAIR_ORDERS``, (6, G, G), from the pairs
+    s <= t only: swapping s and t swaps p and q, and the orders are closed under that."""
+    first, second = np.triu_indices(len(mean))
+    upper = link.pair_expectations(mean[first], mean[second], var[first], var[second],
+                                   value_cov[first, second], PAIR_ORDERS)
+    out = np.empty((len(PAIR_ORDERS), len(mean), len(mean)))
+    for row, (p, q) in enumerate(PAIR_ORDERS):
+        out[row, first, second] = upper[row]
+        out[row, second, first] = upper[PAIR_ORDERS.index((q, p))]
+    return out
+
+
 def _covariance_on_rule(link, posterior, scheme, x, baseline, n_nodes):
     """The (d, d) covariance of the IG of ``sigma(f)`` at x with an n-node path rule."""
     delta = x - baseline
@@ -96,9 +110,7 @@ def _covariance_on_rule(link, posterior, scheme, x, baseline, n_nodes):
     path = baseline[None, :] + t[:, None] * delta[None, :]
     mean, mu, value_cov, gradient_value, cross = _path_moments(posterior, scheme, path)
     var = np.maximum(np.diag(value_cov), 0.0)
-    first, second = np.meshgrid(np.arange(n_nodes), np.arange(n_nodes), indexing="ij")
-    e11, e21, e12, e31, e22, e13 = link.pair_expectations(
-        mean[first], mean[second], var[first], var[second], value_cov)
+    e11, e21, e12, e31, e22, e13 = _node_pair_expectations(link, mean, var, value_cov)
     pair = w[:, None] * w[None, :]
     c = np.einsum("ssk->sk", gradient_value)  # Cov(d_k f(s), f(s))
     weights = pair * e11
