@@ -118,3 +118,73 @@ def test_matern_kernels_warn_with_the_measured_gap(data, nu, largest_gap):
     gap = np.abs(result.cov.sum((1, 2)) - result.difference_variance)
     assert np.all(gap <= largest_gap * result.difference_variance)
     assert np.all(np.linalg.eigvalsh(result.cov)[:, 0] > -1e-6)
+
+
+def _check_complete(result):
+    assert result.completeness_gap()["mean"] <= 1e-10
+    assert result.completeness_gap()["variance"] <= 1e-8 * result.difference_variance.max()
+    eigenvalues = np.linalg.eigvalsh(result.cov)
+    assert np.all(eigenvalues[:, 0] >= -1e-10 * eigenvalues[:, -1])
+
+
+def test_gp_classifier_on_wdbc(data_dir):
+    """A GPClassifier (sparse variational, ARD) fitted on 120 rows of WDBC, 30 features."""
+    import pandas as pd
+
+    table = pd.read_csv(data_dir / "breast_cancer_wisconsin" / "wdbc.data", header=None)
+    X, y = table.iloc[:, 2:].to_numpy(dtype=float), table.iloc[:, 1].to_numpy()
+    model = gx.GPClassifier(random_state=0, n_inducing=10, max_iter=60).fit(X[:120], y[:120])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gx.CompletenessWarning)
+        result = gx.integrated_gradients(model, X[200:203])
+    _check_complete(result)
+    assert result.cov.shape == (3, 30, 30)
+    np.testing.assert_allclose(result.prediction, model.predict_proba(X[200:203])[:, 1],
+                               atol=1e-12)
+
+
+def test_from_sklearn_gaussian_process_classifier():
+    """The Laplace posterior of scikit-learn's classifier (breast cancer, 5 features), and
+    its negative class."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.gaussian_process import GaussianProcessClassifier
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+
+    data = load_breast_cancer()
+    X = data.data[:160, :5]
+    X = (X - X.mean(0)) / X.std(0)
+    y = np.where(data.target[:160] == 1, "benign", "malignant")
+    model = GaussianProcessClassifier(ConstantKernel(2.0) * RBF(np.ones(5)),
+                                      random_state=0).fit(X, y)
+    posterior = gx.from_sklearn(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gx.CompletenessWarning)
+        result = gx.integrated_gradients(posterior, X[:4], baseline="mean")
+        other = gx.integrated_gradients(posterior, X[:4], baseline="mean",
+                                        target_class="benign")
+    _check_complete(result)
+    np.testing.assert_allclose(other.cov, result.cov, atol=1e-15)
+    np.testing.assert_allclose(other.mean, -result.mean, atol=1e-15)
+
+
+def test_several_baselines_need_return_cov_false(posterior):
+    baselines = np.stack([BASELINE, -BASELINE])
+    with pytest.raises(ValueError, match="return_cov=False"):
+        gx.integrated_gradients(posterior, POINTS, baseline=baselines, link="logit")
+    mean_only = gx.integrated_gradients(posterior, POINTS, baseline=baselines, link="logit",
+                                        return_cov=False)
+    assert mean_only.cov is None
+
+
+def test_a_point_at_the_baseline_has_zero_covariance(posterior):
+    result = gx.integrated_gradients(posterior, np.vstack([BASELINE, POINTS[0]]),
+                                     baseline=BASELINE, link="probit")
+    np.testing.assert_array_equal(result.cov[0], 0.0)
+    assert result.difference_variance[0] == 0.0
+    assert result.cov[1].sum() > 0
+
+
+def test_the_taylor_approximation_stays_without_covariance(posterior):
+    taylor = gx.integrated_gradients(posterior, POINTS, baseline=BASELINE, link="logit",
+                                     approximation="taylor")
+    assert taylor.cov is None
