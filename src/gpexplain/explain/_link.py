@@ -21,7 +21,14 @@ expectation under the latent Gaussian posterior (``gpexplain.links``). This modu
    ``sum_k IG_k = E[p(x)] - E[p(xt)]``, holds to 1e-10 at every point (expectation and path
    integral commute, so this is exact up to the rule; a warning reports any remaining gap).
    With softmax by randomised QMC the expected gradient and E[p] are separate Monte Carlo
-   estimates, so the tolerance is widened by 10 standard errors (stated in ``method``).
+   estimates, so the tolerance is widened by 10 standard errors (stated in ``method``);
+   a ``CompletenessWarning`` reports any remaining gap;
+4. for binary links (quadrature, one baseline) the exact posterior covariance of those
+   integrated gradients (``gpexplain.explain._link_covariance``: second-order Stein over
+   pairs of path nodes, its own node doubling until ``cov.sum((1, 2))`` equals
+   ``Var(p(x) - p(xt))`` to 1e-9 relative, then ``warn_if_incomplete``). Softmax and the
+   Taylor approximation return ``cov=None``; several baselines with ``return_cov=True`` are
+   refused (pairs of paths would couple).
 """
 
 from __future__ import annotations
@@ -272,7 +279,9 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     mean ``E[grad p(x)]``, covariance ``Cov[grad p(x)]`` (binary links with
     ``approximation="quadrature"``; None otherwise). Integrated gradients
     (``IntegratedGradient``; its ``baselines`` and ``rule`` must be Gauss-Legendre): mean as in
-    the module docstring, averaged over baselines, ``cov=None``. ``prediction`` is ``E[p(x)]``,
+    the module docstring, averaged over baselines; covariance exact for binary links with
+    ``approximation="quadrature"`` and one baseline (with ``difference_variance``
+    ``Var(p(x) - p(xt))``), None otherwise. ``prediction`` is ``E[p(x)]``,
     ``baseline_prediction`` the average ``E[p(xt_b)]``.
 
     Raises
@@ -280,7 +289,13 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     TypeError
         Another functional (e.g. Shapley values), which has no probability-level form here.
     ValueError
-        Bad X, or an integrated-gradient rule other than Gauss-Legendre.
+        Bad X, an integrated-gradient rule other than Gauss-Legendre, or several baselines
+        with ``return_cov=True`` (binary links).
+
+    Warns
+    -----
+    gpexplain.CompletenessWarning
+        The mean or the covariance misses completeness (measured gaps in the message).
     """
     X = linked.check_inputs(X)
     difference_variance = None
