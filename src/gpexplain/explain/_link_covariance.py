@@ -34,8 +34,9 @@ a kink at zero distance (Matern 3/2, 5/2) make the double path integral converge
 algebraically: the warning then states the measured gap.
 
 Cost per point and rule: G^2 node pairs, each a 2-D quadrature (logit) and O(d^2) work, plus
-one kernel Hessian per pair for GPyTorch kernels; one point is processed at a time, the
-quadrature in bounded batches.
+one kernel Hessian per pair for GPyTorch kernels. One point is processed at a time; memory is
+the (G, d, n_basis) gradient cross term of its path plus bounded blocks (32 MiB for the
+weighted gradient covariance, about 100 MiB for the bivariate quadrature).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ PATH_RTOL = 1e-9
 # Absolute floor of that check: the bivariate expectations are converged to 1e-12 absolute,
 # and the target is a difference of O(1) expectations.
 _PATH_ATOL = 1e-14
+# float64 values per (nodes, features, basis) block of the weighted gradient covariance
+# (32 MiB), beside the (G, d, n_basis) gradient cross term the path needs anyway.
+_BLOCK_VALUES = 2**22
 
 
 def _path_moments(posterior, scheme, path):
@@ -86,8 +90,14 @@ def _weighted_gradient_cov(posterior, scheme, path, cross, weights):
     else:
         prior = (weighted_pair_hessian(scheme.module, path, weights)
                  + np.einsum("s,skl->kl", np.diag(weights), scheme.prior(path)))
-    mixed = np.einsum("st,tkn->skn", weights, cross)
-    return prior - posterior.quadratic_form(cross, mixed).sum(0)
+    n_nodes, n_features, n_basis = cross.shape
+    block = max(1, _BLOCK_VALUES // (n_features * max(n_basis, 1)))
+    data_part = np.zeros((n_features, n_features))
+    for start in range(0, n_nodes, block):
+        rows = slice(start, start + block)
+        mixed = np.einsum("st,tkn->skn", weights[rows], cross)
+        data_part += posterior.quadratic_form(cross[rows], mixed).sum(0)
+    return prior - data_part
 
 
 def _node_pair_expectations(link, mean, var, value_cov):
