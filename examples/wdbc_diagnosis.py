@@ -4,10 +4,10 @@ measurements drive the diagnosis of individual patients, with uncertainty.
 
 The file ``breast_cancer_wisconsin/wdbc.data`` (UCI; no header; column 0 the ID, column 1 the
 diagnosis M or B, columns 2-31 the features) is read from ``--data`` or from the folder named
-by the ``GPEXPLAIN_DATA_DIR`` setting. Explanations are integrated gradients of the latent
-log-odds of malignancy (an exact Gaussian), baseline the mean training patient; the one
-function ``explain`` makes the call (probability-level output, from the links module,
-changes only it).
+by the ``GPEXPLAIN_DATA_DIR`` setting. Explanations are integrated gradients of the expected
+probability of malignancy, with their exact posterior covariance (the std shown), baseline the
+mean training patient; the one function ``explain`` makes the call (``output="latent"``
+there would explain the log-odds instead, an exact Gaussian).
 
 Run: ``GPEXPLAIN_DATA_DIR=... .venv/bin/python examples/wdbc_diagnosis.py [--out DIR]``.
 """
@@ -43,8 +43,9 @@ def load(path: Path) -> tuple[pd.DataFrame, pd.Series]:
 
 
 def explain(model, X, baseline):
-    """Integrated gradients of the log-odds of malignancy (classes_[1]) at the rows X."""
-    return gx.integrated_gradients(model.posterior_, X, baseline=baseline)
+    """Integrated gradients of E[P(malignant)] (classes_[1]) at the rows X, with their
+    posterior covariance."""
+    return gx.integrated_gradients(model, X, baseline=baseline)
 
 
 def main() -> None:
@@ -69,13 +70,13 @@ def main() -> None:
     print(f"held-out accuracy: GPClassifier {model.score(X_test, y_test):.3f}, "
           f"scikit-learn GaussianProcessClassifier {reference.score(X_test, y_test):.3f}")
 
-    attr = explain(model, X_test.iloc[:40], baseline="mean")
+    attr = explain(model, X_test.iloc[:20], baseline="mean")
     gap = attr.completeness_gap()["mean"]
-    print(f"completeness gap (sum of attributions vs latent difference): {gap:.2g}")
+    print(f"completeness gap (sum of attributions vs E[p] difference): {gap:.2g}")
     malignant = model.predict_proba(X_test.iloc[:1])[0, 1]
     order = np.argsort(-np.abs(attr.mean[0]))[:5]
     print(f"patient {X_test.index[0]} ({y_test.iloc[0]}), P(malignant) = {malignant:.3f}; "
-          "largest attributions to the log-odds (mean +- std):")
+          "largest attributions to P(malignant) (mean +- std):")
     for k in order:
         print(f"  {FEATURES[k]:<24} {attr.mean[0, k]:+.3f} +- {attr.std[0, k]:.3f}")
     gx.plot.plot_global_importance(attr).savefig(args.out / "wdbc_importance.png", dpi=120)

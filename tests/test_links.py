@@ -200,3 +200,80 @@ def test_narrow_and_wide_latents_in_one_call_match_one_by_one():
     np.testing.assert_allclose(together, alone, rtol=0, atol=1e-12)
     assert ref.expected_response("logit", 5.0, 40.0) == pytest.approx(
         link.expected_response(mean, var)[2], abs=1e-11)
+
+
+# -- bivariate expectations E[sigma^(p)(a) sigma^(q)(b)] (probability-level IG covariance) ----
+PAIR_CASES = [  # mean_a, mean_b, var_a, var_b, correlation
+    (0.3, -0.5, 0.5, 0.8, 0.6),
+    (0.3, -0.5, 0.5, 0.5, 1.0),  # the diagonal s = t of the path: a singular covariance
+    (-1.2, 0.4, 0.3, 1.7, -1.0),
+    (1.0, 2.0, 25.0, 16.0, 0.9),  # wide: the logit's sharp case
+    (-0.5, 0.2, 64.0, 49.0, 0.99),
+    (0.7, 0.7, 1e-12, 2.0, 0.5),
+]
+
+
+@pytest.mark.parametrize("name", ["logit", "probit"])
+@pytest.mark.parametrize(("ma", "mb", "va", "vb", "rho"), PAIR_CASES)
+def test_pair_expectations_match_nested_quadrature(name, ma, mb, va, vb, rho):
+    """Against the nested conditional integral (composite Gauss-Legendre, hand-differentiated
+    derivatives), every order the covariance uses and the response product (0, 0)."""
+    link = links.get_link(name)
+    cov = rho * np.sqrt(va * vb)
+    orders = (*links.PAIR_ORDERS, (0, 0))
+    values = link.pair_expectations(*(np.array([v]) for v in (ma, mb, va, vb, cov)),
+                                    orders=orders)[:, 0]
+    for value, (p, q) in zip(values, orders, strict=True):
+        # the reference conditions on a: give it the wider variable unless a is degenerate
+        if va >= vb:
+            reference = ref.pair_expectation_float(name, p, q, ma, mb, va, vb, cov)
+        else:
+            reference = ref.pair_expectation_float(name, q, p, mb, ma, vb, va, cov)
+        assert value == pytest.approx(reference, abs=1e-12), (p, q)
+
+
+@pytest.mark.parametrize("name", ["logit", "probit"])
+def test_pair_expectations_match_mpmath_at_correlation_one(name):
+    """The singular case (b a function of a) against the mpmath reference."""
+    ma, mb, va, vb, rho = PAIR_CASES[1]
+    cov = rho * np.sqrt(va * vb)
+    values = links.get_link(name).pair_expectations(
+        *(np.array([v]) for v in (ma, mb, va, vb, cov)))[:, 0]
+    for value, (p, q) in zip(values, links.PAIR_ORDERS, strict=True):
+        assert value == pytest.approx(ref.pair_expectation(name, p, q, ma, mb, va, vb, cov),
+                                      abs=1e-13)
+
+
+@pytest.mark.slow
+def test_pair_expectations_match_mpmath_off_the_diagonal():
+    """A correlated pair against the nested mpmath quadrature (about 30 s)."""
+    ma, mb, va, vb, rho = PAIR_CASES[0]
+    cov = rho * np.sqrt(va * vb)
+    value = links.Logit().pair_expectations(
+        *(np.array([v]) for v in (ma, mb, va, vb, cov)), orders=((2, 2),))[0, 0]
+    assert value == pytest.approx(ref.pair_expectation("logit", 2, 2, ma, mb, va, vb, cov),
+                                  abs=1e-13)
+
+
+def test_probit_pair_response_is_the_bivariate_normal_cdf():
+    """E[Phi(a) Phi(b)] = P(Z1 <= a, Z2 <= b) = Phi_2(m_a / sqrt(1 + v_a), m_b / sqrt(1 + v_b);
+    cov / sqrt((1 + v_a)(1 + v_b))) (scipy's bivariate normal CDF)."""
+    from scipy.stats import multivariate_normal
+
+    ma, mb, va, vb, cov = 0.4, -0.9, 2.0, 0.7, 0.8
+    value = links.Probit().pair_expectations(*(np.array([v]) for v in (ma, mb, va, vb, cov)),
+                                             orders=((0, 0),))[0, 0]
+    rho = cov / np.sqrt((1 + va) * (1 + vb))
+    reference = multivariate_normal([0, 0], [[1, rho], [rho, 1]]).cdf(
+        [ma / np.sqrt(1 + va), mb / np.sqrt(1 + vb)])
+    assert value == pytest.approx(reference, abs=1e-7)  # scipy's CDF is good to ~1e-8
+
+
+def test_pair_expectations_refuse_bad_input():
+    one = np.array([0.0])
+    with pytest.raises(ValueError, match="var_b"):
+        links.Logit().pair_expectations(one, one, one + 1, one - 1, one)
+    with pytest.raises(ValueError, match="same shape"):
+        links.Logit().pair_expectations(one, one, one, one, np.zeros(2))
+    with pytest.raises(ValueError, match="orders"):
+        links.Logit().pair_expectations(one, one, one, one, one, orders=((4, 0),))

@@ -140,14 +140,15 @@ def explain_by_class(model, X, baseline, choice) -> dict:
 def probability_by_class(model, X, baseline, choice) -> dict:
     """Integrated gradients of the expected class probability E[p_c(x)] per explained class
     (the classes of ``explain_by_class``): ``{class label: Attribution}``, means only (the
-    probability-level explanation has no covariance yet; its intervals are the latent's).
-    Empty for ``--method shapley``: Shapley values exist for the latent only."""
+    binary covariance costs G^2 path-node pairs per row; the CLI's intervals are the
+    latent's). Empty for ``--method shapley``: Shapley values exist for the latent only."""
     from gpexplain.explain import integrated_gradients
 
     if choice.method != "ig":
         return {}
     return {
-        label: integrated_gradients(model, X, baseline=baseline, target_class=label)
+        label: integrated_gradients(model, X, baseline=baseline, target_class=label,
+                                    return_cov=False)
         for label in explained_classes(model)
     }
 

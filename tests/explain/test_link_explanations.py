@@ -107,7 +107,8 @@ def test_integrated_gradients_of_probabilities_are_complete(posterior, points, n
     assert result.baseline_prediction == pytest.approx(
         _expected_probability(link, posterior, baseline[None])[0], abs=1e-13)
     assert result.completeness_gap()["mean"] <= 1e-10
-    assert result.cov is None
+    # the covariance (binary links) is tested in test_link_covariance.py
+    assert result.cov.shape == (len(points), 3, 3)
 
 
 def test_integrated_gradients_match_the_path_integral_by_an_independent_rule(posterior):
@@ -245,6 +246,7 @@ def test_probability_integrated_gradients_are_invariant_to_affine_rescaling(post
     moved = gx.integrated_gradients(rescaled, points * scale + shift,
                                     baseline=baseline * scale + shift, link="logit")
     np.testing.assert_allclose(moved.mean, original.mean, atol=1e-10)
+    np.testing.assert_allclose(moved.cov, original.cov, atol=1e-10)
 
 
 def test_many_classes_use_randomised_qmc_and_state_its_error(points):

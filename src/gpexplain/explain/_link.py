@@ -23,7 +23,14 @@ expectation under the latent Gaussian posterior (``gpexplain.links``). This modu
    ``sum_k IG_k = E[p(x)] - E[p(xt)]``, holds to 1e-10 at every point (expectation and path
    integral commute, so this is exact up to the rule; a warning reports any remaining gap).
    With softmax by randomised QMC the expected gradient and E[p] are separate Monte Carlo
-   estimates, so the tolerance is widened by 10 standard errors (stated in ``method``).
+   estimates, so the tolerance is widened by 10 standard errors (stated in ``method``);
+   a ``CompletenessWarning`` reports any remaining gap;
+4. for binary links (quadrature, one baseline) the exact posterior covariance of those
+   integrated gradients (``gpexplain.explain._link_covariance``: second-order Stein over
+   pairs of path nodes, its own node doubling until ``cov.sum((1, 2))`` equals
+   ``Var(p(x) - p(xt))`` to 1e-9 relative, then ``warn_if_incomplete``). Softmax and the
+   Taylor approximation return ``cov=None``; several baselines with ``return_cov=True`` are
+   refused (pairs of paths would couple).
 """
 
 from __future__ import annotations
@@ -34,7 +41,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpexplain._validation import check_finite_result
+from gpexplain.accuracy import CompletenessWarning, warn_if_incomplete
 from gpexplain.attribution import Attribution
+from gpexplain.explain._link_covariance import integrated_gradient_covariance
 from gpexplain.functionals.gradient import Gradient
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
 from gpexplain.links import APPROXIMATIONS, Link, Softmax, get_link
@@ -351,7 +360,9 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     mean ``E[grad p(x)]``, covariance ``Cov[grad p(x)]`` (binary links with
     ``approximation="quadrature"``; None otherwise). Integrated gradients
     (``IntegratedGradient``; its ``baselines`` and ``rule`` must be Gauss-Legendre): mean as in
-    the module docstring, averaged over baselines, ``cov=None``. ``prediction`` is ``E[p(x)]``,
+    the module docstring, averaged over baselines; covariance exact for binary links with
+    ``approximation="quadrature"`` and one baseline (with ``difference_variance``
+    ``Var(p(x) - p(xt))``), None otherwise. ``prediction`` is ``E[p(x)]``,
     ``baseline_prediction`` the average ``E[p(xt_b)]``.
 
     Raises
@@ -359,9 +370,16 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     TypeError
         Another functional (e.g. Shapley values), which has no probability-level form here.
     ValueError
-        Bad X, or an integrated-gradient rule other than Gauss-Legendre.
+        Bad X, an integrated-gradient rule other than Gauss-Legendre, or several baselines
+        with ``return_cov=True`` (binary links).
+
+    Warns
+    -----
+    gpexplain.CompletenessWarning
+        The mean or the covariance misses completeness (measured gaps in the message).
     """
     X = linked.check_inputs(X)
+    difference_variance = None
     schemes = [Gradient().bind(post.kernel, post.train_inputs) for post in linked.posteriors]
     n_basis = max(post.train_inputs.shape[0] for post in linked.posteriors)
     per_point = default_chunk_size(n_basis * len(schemes), X.shape[1], 2)
@@ -378,12 +396,25 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
                 "probability-level integrated gradients use Gauss-Legendre along the path; "
                 f"rule={functional.rule!r} is not available with a link."
             )
+        exact_cov = return_cov and linked.link.approximation == "quadrature" and not isinstance(
+            linked.link, Softmax)
+        if exact_cov and len(functional.baselines) > 1:
+            raise ValueError(
+                "the covariance of probability-level integrated gradients is available for one "
+                f"baseline; got {len(functional.baselines)}. Pass return_cov=False for the "
+                "mean over a baseline distribution, or explain against one baseline."
+            )
         prediction, mean, baseline_prediction, nodes = _integrated(linked, at, X,
                                                                     functional.baselines)
         cov, method = None, (
             f"integrated gradients of E[p] ({_describe_link(linked)}; Gauss-Legendre path, "
-            f"up to {nodes} nodes)"
+            f"up to {nodes} nodes"
         )
+        if exact_cov:
+            cov, difference_variance, cov_nodes = integrated_gradient_covariance(
+                linked.link, linked.posteriors[0], schemes[0], X, functional.baselines[0])
+            method += f"; covariance by second-order Stein, up to {cov_nodes}^2 node pairs"
+        method += ")"
     elif isinstance(functional, Gradient):
         full = return_cov and linked.link.approximation == "quadrature" and not isinstance(
             linked.link, Softmax)
@@ -405,11 +436,15 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     if error:
         method = method[:-1] + f"; Monte Carlo standard error {error:.2g})"
     check_finite_result(caller, mean, cov, prediction)
-    return Attribution(
+    attribution = Attribution(
         mean=mean, cov=cov, X=functional.explained_inputs(X), prediction=prediction,
         baseline=functional.baseline, baseline_prediction=baseline_prediction,
         feature_names=linked.feature_names, method=method,
+        difference_variance=difference_variance,
     )
+    if difference_variance is not None:
+        warn_if_incomplete(attribution, caller)
+    return attribution
 
 
 def _integrated(linked, at, X, baselines):
@@ -434,7 +469,7 @@ def _integrated(linked, at, X, baselines):
             warnings.warn(
                 f"integrated gradients of the expected probability complete only to {gap:.3g} "
                 f"(> {tolerance:.3g}) with {n_nodes} Gauss-Legendre nodes along the path.",
-                RuntimeWarning, stacklevel=4,
+                CompletenessWarning, stacklevel=4,
             )
         used = max(used, n_nodes)
         attributions += ig / len(baselines)

@@ -188,9 +188,14 @@ def integrated_gradients(
         probability, ``(x_k - xt_k) int_0^1 E[d_k p(xt + t (x - xt))] dt`` (expectation and
         path integral commute), by Gauss-Legendre with the node count doubled until
         ``mean.sum(1) == E[p(x)] - E[p(xt)]`` to 1e-10 (softmax by randomised QMC, C > 3: to
-        10 standard errors, stated in ``method``; a ``RuntimeWarning`` reports a larger
-        gap); ``cov`` is None, ``prediction`` and ``baseline_prediction`` are ``E[p]``;
-        ``method`` and ``n_steps`` are not used. Defaults and classes as in ``gx.gradients``.
+        10 standard errors, stated in ``method``; a ``CompletenessWarning`` reports a larger
+        gap). ``cov``: for logit and probit (``approximation="quadrature"``, one baseline)
+        the exact posterior covariance of these attributions (second-order Stein over pairs
+        of path nodes, ``gpexplain.explain._link_covariance``), complete to
+        ``difference_variance = Var(p(x) - p(xt))`` (1e-9 relative for RBF kernels; Matern
+        kernels converge algebraically and warn with the gap); None for softmax and Taylor.
+        ``prediction`` and ``baseline_prediction`` are ``E[p]``; ``method`` and ``n_steps``
+        are not used. Defaults and classes as in ``gx.gradients``.
     output : {"probability", "latent"}, optional
         Default "probability" when there is a link (a classifier, or
         ``from_sklearn(GaussianProcessClassifier)``), else "latent".
@@ -218,8 +223,9 @@ def integrated_gradients(
         ``n_steps`` above 4096, or a covariance whose prior term would cost more than
         ``MAX_PRIOR_EVALUATIONS`` (2e7) kernel second derivatives per point (the message gives
         the estimate; ``return_cov=False`` is not limited).
-        Also: unknown ``link``/``output``/``approximation``/``target_class``, or a rule
-        other than Gauss-Legendre with a link.
+        Also: unknown ``link``/``output``/``approximation``/``target_class``, a rule
+        other than Gauss-Legendre with a link, or several baselines with a binary link and
+        ``return_cov=True`` (pass ``return_cov=False``).
     TypeError
         ``model_or_posterior`` is neither a fitted estimator nor a posterior; ``client`` is
         not a ``distributed.Client``.

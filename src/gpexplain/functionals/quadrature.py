@@ -42,6 +42,7 @@ __all__ = [
     "lag_rule",
     "stationary_prior",
     "path_pair_prior",
+    "weighted_pair_hessian",
 ]
 
 QUADRATURE_RULES = ("gauss-legendre", "trapezoid", "simpson", "right")
@@ -235,6 +236,35 @@ def _weighted_mixed_derivatives(torch_kernel, left, right, weights, n_groups):
         mixed = _gradient(grad_left[:, i].sum(), right, retain_graph=True)
         out[:, i, :] = mixed.reshape(n_groups, -1, n_features).sum(dim=1)
     return out.detach()
+
+
+def weighted_pair_hessian(torch_kernel, X: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``sum_{s != t} W_st d^2 k(x_s, x'_t) / dx_i dx'_j`` over distinct rows of X, by autograd.
+
+    The pairs s = t are left out: autograd cannot differentiate a kernel twice through zero
+    distance (see the module docstring); callers add them from the derivative recursion
+    (``gpexplain.kernels.derivatives.gradient_prior``). Rows of X must be distinct.
+
+    Parameters
+    ----------
+    torch_kernel : gpytorch.kernels.Kernel (float64)
+    X : ndarray (n_points, n_features)
+    weights : ndarray (n_points, n_points)
+
+    Returns
+    -------
+    ndarray (n_features, n_features)
+    """
+    import torch
+
+    rows, cols = np.nonzero(~np.eye(len(X), dtype=bool))
+    if rows.size == 0:
+        return np.zeros((X.shape[1], X.shape[1]))
+    points = torch.as_tensor(X, dtype=torch.float64)
+    pair_weights = torch.as_tensor(weights[rows, cols], dtype=torch.float64)
+    return _weighted_mixed_derivatives(
+        torch_kernel, points[rows], points[cols], pair_weights, 1
+    )[0].numpy()
 
 
 def _sinh_nodes(lower, upper, centre, spread, graded, x, w):

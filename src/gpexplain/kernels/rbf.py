@@ -153,6 +153,28 @@ class RBF(Kernel):
         prior = np.diag(self.variance * inverse_sq)
         return np.broadcast_to(prior, (X.shape[0],) + prior.shape).copy()
 
+    def weighted_gradient_prior(self, X: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """``sum_st W_st d_i d'_j k(x_s, x_t)`` over all pairs of rows of X (distinct or not).
+
+        ``d_i d'_j k(x, x') = k(x, x') (delta_ij / l_i^2 - r_i r_j / (l_i^2 l_j^2))`` with
+        ``r = x - x'``: the prior covariance of the gradients at two points, contracted with
+        pair weights (probability-level integrated gradients weigh each pair of path nodes).
+
+        Parameters
+        ----------
+        X : ndarray (n_points, n_features)
+        weights : ndarray (n_points, n_points)
+
+        Returns
+        -------
+        ndarray (n_features, n_features), symmetric when ``weights`` is.
+        """
+        inverse_sq = self._lengthscales(X.shape[1]) ** -2.0
+        weighted = weights * self(X, X)
+        scaled = (X[:, None, :] - X[None, :, :]) * inverse_sq  # (s, t, d); 0 where l = inf
+        return (np.diag(weighted.sum() * inverse_sq)
+                - np.einsum("st,sti,stj->ij", weighted, scaled, scaled))
+
     # -- integrated-gradient functionals --------------------------------------------------
     def _path_geometry(self, X: np.ndarray, baseline: np.ndarray):
         """Scaled displacement ``u = (x - baseline)/l``, its norm and direction (0 where u = 0)."""
