@@ -24,8 +24,14 @@ Seitz, *Gradient-based explanations for Gaussian process regression and classifi
 * softmax, independent ``f_j ~ N(m_j, s2_j)`` with gradients ``g_j`` (``Cov(f_j, g_jk) =
   c_jk``): ``E[d S_c / dx_k] = sum_j mu_jk E[d_j S_c] + c_jk E[d_j^2 S_c]`` with
   ``d_j S_c = S_c (delta_jc - S_j)`` and ``d_j^2 S_c = S_c ((delta_jc - S_j)^2 - S_j (1 - S_j))``;
-  the C-dimensional expectations by tensor Gauss-Hermite (C <= ``max_tensor_classes``) or
-  randomised quasi-Monte Carlo (scrambled Sobol, ``scipy.stats.qmc``) with a standard error.
+  beyond the paper, the feature-by-feature covariance of ``d S_c / dx``
+  (``Softmax.gradient_covariance``: Stein's lemma per latent, derivatives of S up to the
+  third, no division by a variance). S depends on the latents only through their
+  differences, so for C <= ``max_tensor_classes`` the expectations are (C-1)-dimensional: a
+  product trapezoid over the Cholesky-whitened differences whose step resolves the softmax's
+  unit-width transitions at any latent variance (1e-10 at latent variances of 1e2 and more;
+  ``_difference_rule``); above, randomised quasi-Monte Carlo (scrambled Sobol,
+  ``scipy.stats.qmc``) with a standard error.
 
 ``approximation="taylor"`` reproduces the paper's second-order Taylor forms instead (eq. 33 as
 corrected in docs/errata.md: ``sigma'(m) mu_k + (s2/2) sigma'''(m) mu_k + c_k sigma''(m)``;
@@ -48,9 +54,8 @@ LINK_NAMES = ("logit", "probit", "softmax")
 APPROXIMATIONS = ("quadrature", "taylor")
 _TOLERANCE = 1e-12
 _BINARY_NODES = (32, 64, 128, 256, 512, 1024)
-_TENSOR_NODES = (8, 16, 32, 64)
 _TENSOR_TOLERANCE = 1e-10
-_MAX_TENSOR_SIZE = 2**21  # float64 node values per batch of points in the tensor rule
+_MAX_TENSOR_SIZE = 2**21  # float64 node values per batch of points (softmax rules)
 _SQRT_2PI = np.sqrt(2.0 * np.pi)
 # Logistic link, latent variances above this: a trapezoid rule in the latent value instead of
 # Gauss-Hermite (which needs thousands of nodes once the Gaussian is much wider than sigma').
@@ -381,8 +386,10 @@ class Softmax(Link):
         ``"taylor"``: Seitz (2022) eq. 37, the Hessian diagonal of eq. 36 at the latent means
         by automatic differentiation (torch).
     max_tensor_classes : int, default 3
-        Up to this many classes, tensor-product Gauss-Hermite (node count per class doubled
-        8 .. 64 until successive rules agree to 1e-10); above it, randomised quasi-Monte Carlo.
+        Up to this many classes, a deterministic product rule over the C - 1 latent
+        differences (trapezoid, step halved until the error estimate is 1e-10; a
+        ``RuntimeWarning`` with the measured gap where the node budget of 2^18 per point is
+        not enough); above it, randomised quasi-Monte Carlo.
     n_qmc : int, default 4096
         Scrambled Sobol points per replicate (a power of 2).
     n_replicates : int, default 8
@@ -393,8 +400,10 @@ class Softmax(Link):
     Attributes
     ----------
     standard_error_ : float
-        After a call by randomised QMC: the largest standard error of the returned values
-        (0.0 for the tensor rule and Taylor, which are deterministic).
+        After a call by randomised QMC: the largest standard error of the Gaussian
+        expectations behind the returned values (E[S_c], E[d_j S_c], E[d_j^2 S_c] and, for
+        the covariance, E[s_j s_l] and its derivatives); 0.0 for the product rule and Taylor,
+        which are deterministic.
     """
 
     name = "softmax"
