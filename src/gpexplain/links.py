@@ -630,28 +630,28 @@ def _class_integrands(f: np.ndarray, target: int, second_moments: bool) -> np.nd
     ``d_j^2 d_l S_c = S_c (e_j^2 e_l - D_jj e_l - D_jl (2 e_j + 1 - 2 S_j))``.
     """
     C = f.shape[-1]
-    S = np.exp(log_softmax(f, axis=-1))
-    e = np.eye(C)[target] - S
-    Sc = S[..., target:target + 1]
+    # classes on the leading axis: every operation then runs over contiguous (n, N) slabs
+    S = np.moveaxis(np.exp(log_softmax(f, axis=-1)), -1, 0).copy()  # (C, n, N)
+    e = np.eye(C)[target][:, None, None] - S
+    Sc = S[target]
     s = Sc * e
-    rows = [Sc, s, Sc * (e * e - S * (1.0 - S))]
+    rows = [Sc[None], s, Sc * (e * e - S * (1.0 - S))]
     if second_moments:
-        D = np.einsum("...j,jl->...jl", S, np.eye(C)) - S[..., :, None] * S[..., None, :]
-        Sc = Sc[..., None]
-        T2 = Sc * (e[..., :, None] * e[..., None, :] - D)
-        T2_diagonal = np.einsum("...jj->...j", T2)
-        U = Sc * ((e * e)[..., :, None] * e[..., None, :]
-                  - np.einsum("...jj->...j", D)[..., :, None] * e[..., None, :]
-                  - D * (2.0 * e + 1.0 - 2.0 * S)[..., :, None])  # U_jl = d_j^2 d_l S_c
-        us = U * s[..., None, :]
+        diagonal = np.arange(C)
+        D = -S[:, None] * S[None]
+        D[diagonal, diagonal] += S
+        T2 = Sc * (e[:, None] * e[None] - D)
+        T2_diagonal = T2[diagonal, diagonal]
+        U = Sc * ((e * e)[:, None] * e[None] - D[diagonal, diagonal][:, None] * e[None]
+                  - D * (2.0 * e + 1.0 - 2.0 * S)[:, None])  # U_jl = d_j^2 d_l S_c
+        us = U * s[None]
         blocks = [
-            s[..., :, None] * s[..., None, :],
-            T2 * s[..., None, :] + s[..., :, None] * T2_diagonal[..., None, :],
-            us + np.swapaxes(us, -1, -2) + T2 * T2
-            + T2_diagonal[..., :, None] * T2_diagonal[..., None, :],
+            s[:, None] * s[None],
+            T2 * s[None] + s[:, None] * T2_diagonal[None],
+            us + np.swapaxes(us, 0, 1) + T2 * T2 + T2_diagonal[:, None] * T2_diagonal[None],
         ]
-        rows += [block.reshape(block.shape[:-2] + (C * C,)) for block in blocks]
-    return np.swapaxes(np.concatenate(rows, axis=-1), -1, -2)
+        rows += [block.reshape((C * C,) + block.shape[2:]) for block in blocks]
+    return np.moveaxis(np.concatenate(rows), 0, 1)
 
 # -- the product trapezoid over class differences (softmax, C <= max_tensor_classes) --------
 # S and its derivatives depend on the latents only through their differences to one class,
