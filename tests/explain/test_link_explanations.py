@@ -207,7 +207,7 @@ def test_multiclass_gradient_covariance_is_the_links_at_the_joint_moments(three_
     stacked = [np.stack([m[i] for m in moments], 1) for i in range(5)]
     expected = links.Softmax().gradient_covariance(*stacked, 1)
     assert result.cov.shape == (len(points), 3, 3)
-    np.testing.assert_allclose(result.cov, expected, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(result.cov, expected, rtol=0, atol=1e-14)
     assert np.all(np.linalg.eigvalsh(result.cov) > -1e-12 * np.abs(result.cov).max())
     mean_only = gx.gradients(three_class, points, link="softmax", target_class=1,
                              return_cov=False)
