@@ -7,6 +7,7 @@ import pytest
 
 from gpexplain import links
 from tests.reference import link_expectations_mpmath as ref
+from tests.reference import softmax_quadrature as softmax_reference
 
 CASES = [(-3.0, 0.01), (0.4, 0.5), (-0.7, 9.0), (2.0, 25.0), (-4.0, 150.0)]
 MU = np.array([0.8, -1.3])
@@ -96,46 +97,32 @@ def test_taylor_errs_once_the_latent_variance_nears_one():
 
 
 # -- softmax ---------------------------------------------------------------------------------
-def _brute_force_softmax(mean, var, mu, c, target, n_nodes):
-    """Tensor Gauss-Legendre over +-10 sd per class, the gradient through E[g_j | f_j]."""
-    t, w = np.polynomial.legendre.leggauss(n_nodes)
-    C_ = len(mean)
-    axes = [mean[j] + 10 * np.sqrt(var[j]) * t for j in range(C_)]
-    weights = [10 * np.sqrt(var[j]) * w * np.exp(-0.5 * (axes[j] - mean[j]) ** 2 / var[j])
-               / np.sqrt(2 * np.pi * var[j]) for j in range(C_)]
-    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1)
-    weight = np.ones(grid.shape[:-1])
-    for j in range(C_):
-        shape = [1] * C_
-        shape[j] = n_nodes
-        weight = weight * weights[j].reshape(shape)
-    exp = np.exp(grid - grid.max(-1, keepdims=True))
-    S = exp / exp.sum(-1, keepdims=True)
-    response = (S * weight[..., None]).reshape(-1, C_).sum(0)
-    gradient = np.zeros(mu.shape[1])
-    for j in range(C_):
-        dS = S[..., target] * ((j == target) - S[..., j])
-        conditional = mu[j][None] + c[j][None] * ((grid[..., j] - mean[j]) / var[j]).reshape(-1, 1)
-        gradient += np.einsum("n,nk->k", (dS * weight).reshape(-1), conditional)
-    return response, gradient
-
-
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_softmax_matches_brute_force_tensor_quadrature(n_classes):
+    """Response, expected gradient and gradient covariance against tensor Gauss-Legendre in
+    the latents, the gradients through their conditional moments given f (no Stein's lemma,
+    first derivatives of S only)."""
     rng = np.random.default_rng(n_classes)
     mean = rng.normal(size=n_classes)
     var = rng.uniform(0.2, 1.5, n_classes)
     mu = rng.normal(size=(n_classes, 2))
     c = 0.3 * rng.normal(size=(n_classes, 2)) * np.sqrt(var)[:, None]
+    # Cov(g_j) = conditional part (a random PSD matrix) + c_j c_j^T / s2_j: a valid joint law
+    A = rng.normal(size=(n_classes, 2, 2))
+    G = (A @ np.swapaxes(A, 1, 2) + c[:, :, None] * c[:, None, :] / var[:, None, None])
     link = links.Softmax()
     for target in range(n_classes):
-        response, gradient = _brute_force_softmax(mean, var, mu, c, target,
-                                                  200 if n_classes == 2 else 120)
-        np.testing.assert_allclose(link.expected_response(mean[None], var[None])[0], response,
-                                   atol=1e-10)
+        response, gradient, second = softmax_reference.brute_force_moments(
+            mean, var, mu, c, G, target, 200 if n_classes == 2 else 120)
+        np.testing.assert_allclose(link.expected_response(mean[None], var[None])[0, target],
+                                   response, atol=1e-10)
         np.testing.assert_allclose(
             link.expected_gradient(mean[None], var[None], mu[None], c[None], target)[0],
             gradient, atol=1e-9)
+        np.testing.assert_allclose(
+            link.gradient_covariance(mean[None], var[None], mu[None], c[None], G[None],
+                                     target)[0],
+            second - np.outer(gradient, gradient), atol=1e-9)
 
 
 def test_two_class_softmax_is_the_logit_of_the_difference():

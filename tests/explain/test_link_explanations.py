@@ -194,6 +194,36 @@ def test_multiclass_gradient_is_the_derivative_of_the_expected_probability(three
         np.testing.assert_allclose(result.mean[:, k], difference, atol=1e-7)
 
 
+def test_multiclass_gradient_covariance_is_the_links_at_the_joint_moments(three_class,
+                                                                          points):
+    """gx.gradients of a softmax model returns Cov[grad p_c] (n, d, d): Softmax's covariance
+    at each class's joint moments of (f_j, grad f_j) (tested against the posterior above),
+    symmetric PSD; gradient x input weighs it like the binary case; Taylor gives none."""
+    from gpexplain.explain._link import latent_gradient_moments
+    from gpexplain.functionals.gradient import Gradient
+
+    result = gx.gradients(three_class, points, link="softmax", target_class=1)
+    moments = [latent_gradient_moments(post, Gradient().bind(post.kernel, post.train_inputs),
+                                       points, full=True) for post in three_class]
+    stacked = [np.stack([m[i] for m in moments], 1) for i in range(5)]
+    expected = links.Softmax().gradient_covariance(*stacked, 1)
+    assert result.cov.shape == (len(points), 3, 3)
+    np.testing.assert_allclose(result.cov, expected, rtol=0, atol=1e-14)
+    assert np.all(np.linalg.eigvalsh(result.cov) > -1e-12 * np.abs(result.cov).max())
+    mean_only = gx.gradients(three_class, points, link="softmax", target_class=1,
+                             return_cov=False)
+    # the same rule; with the covariance's rows checked too a point may refine its grid
+    np.testing.assert_allclose(mean_only.mean, result.mean, rtol=0, atol=1e-12)
+    assert mean_only.cov is None
+    weighted = gx.gradients(three_class, points, link="softmax", target_class=1,
+                            gradient_x_input=True, baseline=np.zeros(3))
+    np.testing.assert_allclose(weighted.cov, points[:, :, None] * result.cov
+                               * points[:, None, :], atol=1e-15)
+    taylor = gx.gradients(three_class, points, link="softmax", target_class=1,
+                          approximation="taylor")
+    assert taylor.cov is None
+
+
 def test_taylor_integrated_gradients_complete_to_the_taylor_probabilities(posterior, points):
     """The corrected eq. 33 is exactly the x-derivative of sigma(m) + s2 sigma''(m) / 2
     (d s2 / dx_k = 2 c_k), so its path integral completes to the Taylor probabilities."""

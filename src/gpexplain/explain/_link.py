@@ -14,7 +14,7 @@ expectation under the latent Gaussian posterior (``gpexplain.links``). This modu
 2. computes, per point, the joint Gaussian moments of ``f(x)`` and ``grad f(x)`` (mean,
    variance, ``E grad f``, ``Cov(f, grad f)`` and optionally ``Cov(grad f)``) from the
    posterior's representer form and the gradient functional's scheme for its kernel;
-3. maps them through the link: expected gradients (with their covariance, binary links) and
+3. maps them through the link: expected gradients (with their covariance) and
    integrated gradients of the expected probability,
 
        IG_k(x) = (x_k - xt_k) int_0^1 E[d_k p(xt + t (x - xt))] dt,
@@ -309,8 +309,9 @@ def latent_gradient_moments(posterior, scheme, X: np.ndarray, full: bool):
 
 def expected_probability_and_gradient(linked: LinkedPosterior, schemes, X: np.ndarray,
                                       full: bool = False):
-    """``E[p(x)]`` (n,), ``E[grad p(x)]`` (n, d) and, if ``full`` (binary links only),
-    ``Cov[grad p(x)]`` (n, d, d) else None."""
+    """``E[p(x)]`` (n,), ``E[grad p(x)]`` (n, d) and, if ``full`` (approximation
+    "quadrature"), ``Cov[grad p(x)]`` (n, d, d) else None; softmax computes all three in one
+    pass over its nodes."""
     moments = [
         latent_gradient_moments(posterior, scheme, X, full)
         for posterior, scheme in zip(linked.posteriors, schemes, strict=True)
@@ -318,6 +319,10 @@ def expected_probability_and_gradient(linked: LinkedPosterior, schemes, X: np.nd
     link = linked.link
     if isinstance(link, Softmax):
         mean, var, grad_mean, grad_cov = (np.stack([m[i] for m in moments], 1) for i in range(4))
+        if full:
+            grad_grad_cov = np.stack([m[4] for m in moments], 1)
+            return link.gradient_moments(mean, var, grad_mean, grad_cov, grad_grad_cov,
+                                         linked.target_class)
         if link.approximation == "taylor":
             probability = link.expected_response(mean, var)[:, linked.target_class]
             gradient = link.expected_gradient(mean, var, grad_mean, grad_cov,
@@ -341,7 +346,7 @@ def _describe_link(linked: LinkedPosterior) -> str:
         "closed form" if link.name == "probit" else
         "randomised QMC" if isinstance(link, Softmax)
         and len(linked.posteriors) > link.max_tensor_classes else
-        "tensor Gauss-Hermite" if isinstance(link, Softmax) else
+        "product trapezoid over class differences" if isinstance(link, Softmax) else
         "Gauss-Hermite / latent trapezoid"
     )
     return f"{link.name} link, class {linked.class_label!r}, {how}"
@@ -357,8 +362,8 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     """Probability-level ``gradients`` or ``integrated_gradients`` of a ``LinkedPosterior``.
 
     Gradients (``Gradient``; gradient x input weighs them by ``w`` as in the Gaussian case):
-    mean ``E[grad p(x)]``, covariance ``Cov[grad p(x)]`` (binary links with
-    ``approximation="quadrature"``; None otherwise). Integrated gradients
+    mean ``E[grad p(x)]``, covariance ``Cov[grad p(x)]`` (``approximation="quadrature"``,
+    binary and softmax links; None for Taylor). Integrated gradients
     (``IntegratedGradient``; its ``baselines`` and ``rule`` must be Gauss-Legendre): mean as in
     the module docstring, averaged over baselines; covariance exact for binary links with
     ``approximation="quadrature"`` and one baseline (with ``difference_variance``
@@ -416,8 +421,7 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
             method += f"; covariance by second-order Stein, up to {cov_nodes}^2 node pairs"
         method += ")"
     elif isinstance(functional, Gradient):
-        full = return_cov and linked.link.approximation == "quadrature" and not isinstance(
-            linked.link, Softmax)
+        full = return_cov and linked.link.approximation == "quadrature"
         prediction, mean, cov = at(X, full)
         weights = functional.output_weights(X)
         if weights is not None:

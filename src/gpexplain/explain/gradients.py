@@ -91,7 +91,7 @@ def gradients(
     link : {"logit", "probit", "softmax"} or gx.links.Link, optional
         Explain a class probability ``p = link(f)`` (Seitz 2022, eq. 29-30, exact by Stein's
         lemma, see ``gx.links``): ``mean`` is ``E[d p(x) / dx_k]``, ``cov`` its posterior
-        covariance (binary links; None for softmax and Taylor), ``prediction`` ``E[p(x)]``.
+        covariance (binary and softmax links; None for Taylor), ``prediction`` ``E[p(x)]``.
         A classifier (``link_``) or ``from_sklearn(GaussianProcessClassifier)`` uses its own
         link by default; a plain posterior is explained as a regression unless this is given.
         Softmax takes a list of C per-class posteriors (or a multiclass classifier).
