@@ -27,9 +27,9 @@ import torch
 import gpexplain as gx
 from gpexplain.kernels import RBF, GPyTorchKernel
 from gpexplain.kernels.gpytorch_adapter import input_scaled
-from gpexplain.kernels.measures import Empirical, Gaussian
+from gpexplain.kernels.measures import Empirical, Gaussian, Uniform
 from tests.reference import shapley_games as games
-from tests.reference.shapley_brute_force import gaussian_atoms
+from tests.reference.shapley_brute_force import gaussian_atoms, legendre_atoms, shapley_from_game
 
 rng = np.random.default_rng(3)
 D = 5
@@ -127,6 +127,51 @@ def test_gaussian_product_measure_matches_gauss_hermite_enumeration(d, n_nodes, 
             mean = W @ posterior.predict_mean(points)
         _close(attr.mean[p], mean, 1e-8)
     assert attr.completeness_gap()["variance"] <= 1e-12 * attr.difference_variance.max()
+
+
+def test_uniform_product_measure_matches_gauss_legendre_enumeration():
+    # d = 2 with the covariance: the game's points over a 30-node Gauss-Legendre tensor grid
+    # of the box (one panel, 2 to 4 lengthscales wide), mean and covariance by enumeration.
+    posterior = gx.ExactPosterior(Z[:, :2], Y, kernel=RBF([0.7, 1.2], 0.9), noise=0.05)
+    measure = Uniform([-1.5, -2.0], [1.0, 2.0])
+    attr = gx.shapley_values(posterior, XQ[:, :2], measure=measure)
+    references, weights = games.product_measure_references(
+        legendre_atoms(measure.low, measure.high, 30)
+    )
+    for p, x in enumerate(XQ[:, :2]):
+        mean, cov = _reference(posterior, x, references, weights)
+        _close(attr.mean[p], mean, 1e-11)
+        _close(attr.cov[p], cov, 1e-11)
+    assert attr.completeness_gap()["variance"] <= 1e-12 * attr.difference_variance.max()
+
+
+def test_uniform_product_measure_six_features_against_erf_enumeration():
+    # d = 6: the 2^6 coalition values of the posterior mean, v(S) = m0 + s2 sum_n a_n
+    # prod_{j in S} k_j(x_j, z_nj) prod_{j not in S} E_{s ~ U(lo_j, hi_j)} k_j(s, z_nj), the
+    # expectation by erf; Shapley values by enumeration over the coalitions.
+    from scipy.special import erf
+
+    d, lengthscale, variance = 6, np.array([0.5, 0.9, 1.4, 3.0, 40.0, 0.2]), 1.3
+    X = rng.normal(size=(30, d))
+    posterior = gx.ExactPosterior(X, np.sin(X[:, 0]) + X[:, 1] * X[:, 2] - X[:, 5],
+                                  kernel=RBF(lengthscale, variance), noise=0.05, mean=0.3)
+    low, high = np.full(d, -1.5), np.array([1.5, 1.0, 2.0, 1.5, 1.5, 1.5])
+    queries = rng.normal(size=(3, d))
+    attr = gx.shapley_values(posterior, queries, measure=Uniform(low, high), return_cov=False)
+    Zs, alpha = posterior.train_inputs, posterior.alpha
+    scale = lengthscale * np.sqrt(2.0)
+    embedding = lengthscale * np.sqrt(np.pi / 2) * (
+        erf((high - Zs) / scale) - erf((low - Zs) / scale)) / (high - low)  # (n, d)
+    for p, x in enumerate(queries):
+        sections = np.exp(-0.5 * (x - Zs) ** 2 / lengthscale**2)
+
+        def value(S, sections=sections):
+            inside = np.isin(np.arange(d), sorted(S))
+            factors = np.where(inside, sections, embedding)
+            return 0.3 + variance * factors.prod(1) @ alpha
+
+        expected = np.array(shapley_from_game(value, d))
+        _close(attr.mean[p], expected, 1e-12)
 
 
 def test_gaussian_measure_needs_squared_exponential_factors():

@@ -5,7 +5,8 @@ References, all independent of ``gpexplain.explain.sensitivity``:
 * d = 1: the variance of the posterior mean by mpmath quadrature (30 digits); first-order,
   total and Shapley variances all equal it;
 * d = 2, 3: the closed Sobol game ``v(S) = Var(E[m | x_S])`` on a Gauss-Hermite tensor grid
-  (40 nodes per feature) or on the atoms of an empirical measure (exact), brute-force
+  (40 nodes per feature), a one-panel Gauss-Legendre tensor grid over a uniform box (40 or
+  30 nodes per feature) or on the atoms of an empirical measure (exact), brute-force
   Shapley over it (``tests.reference.shapley_brute_force``);
 * pick-freeze Monte Carlo (Saltelli 2010 first-order, Jansen total estimators) at d = 4,
   z-score < 5 from the per-sample standard error;
@@ -23,7 +24,7 @@ import torch
 
 import gpexplain as gx
 from gpexplain.kernels import RBF, GPyTorchKernel
-from gpexplain.kernels.measures import Empirical, Gaussian
+from gpexplain.kernels.measures import Empirical, Gaussian, Uniform
 from tests.reference import shapley_brute_force as brute
 
 rng = np.random.default_rng(7)
@@ -86,6 +87,25 @@ def test_gaussian_measure_against_tensor_grid(d):
     np.testing.assert_allclose(result.shapley_effects.sum(), result.total_variance, rtol=1e-12)
     assert np.all(result.first_order <= result.shapley_effects + 1e-12 * scale)
     assert np.all(result.shapley_effects <= result.total + 1e-12 * scale)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_uniform_measure_against_tensor_grid(d):
+    # A box of 2 to 4 lengthscales per feature, partly outside the training inputs.
+    posterior = _posterior(d, [0.8, 1.3, 1.0][:d])
+    measure = Uniform([-1.5, -1.0, 0.0][:d], [1.5, 2.5, 2.0][:d])
+    result = gx.global_sensitivity(posterior, measure)
+    atoms = brute.legendre_atoms(measure.low, measure.high, 40 if d == 2 else 30)
+    grid, shape = brute.tensor_grid(atoms)
+    variance, first, total, shapley = _grid_indices(
+        posterior.predict_mean(grid).reshape(shape), atoms
+    )
+    np.testing.assert_allclose(result.total_variance, variance, rtol=1e-11)
+    for got, reference in ((result.first_order, first), (result.total, total),
+                           (result.shapley_effects, shapley)):
+        np.testing.assert_allclose(got, reference, rtol=0, atol=1e-11 * variance)
+    np.testing.assert_allclose(result.shapley_effects.sum(), result.total_variance, rtol=1e-12)
+    assert "uniform measure" in result.method
 
 
 def test_empirical_measure_and_matern_product_against_atoms():
@@ -155,6 +175,7 @@ SAMPLE_PATH_CASES = {
     # name: (d, measure, Gauss-Hermite nodes per feature or None for the atoms, kernel)
     "d2-gaussian-rbf": (2, Gaussian([0.1, -0.2], [0.9, 1.2]), 20, None),
     "d3-gaussian-rbf": (3, Gaussian([0.1, -0.2, 0.3], [0.6, 0.8, 0.5]), 10, None),
+    "d2-uniform-rbf": (2, Uniform([-1.5, -1.0], [1.5, 2.5]), 20, None),
     "d2-empirical-rbf": (2, Empirical(np.random.default_rng(3).normal(size=(7, 2))), None, None),
     "d3-empirical-matern": (3, Empirical(np.random.default_rng(4).normal(size=(6, 3))), None,
                             "matern"),
@@ -189,6 +210,8 @@ def test_posterior_moments_against_sample_paths(case):
     result = gx.global_sensitivity(posterior, measure)
     if n_nodes is None:
         atoms = brute.empirical_atoms(measure.points)
+    elif isinstance(measure, Uniform):
+        atoms = brute.legendre_atoms(measure.low, measure.high, n_nodes)
     else:
         atoms = brute.gaussian_atoms(measure.mean, measure.std, n_nodes)
     grid, shape = brute.tensor_grid(atoms)
@@ -211,21 +234,34 @@ def test_posterior_moments_against_sample_paths(case):
     np.testing.assert_array_equal(expected[~live], 0.0)
 
 
-@pytest.mark.parametrize("ratio", [0.7, 1.0, 1e2, 1e4])
-def test_variance_integrals_against_mpmath(ratio):
+@pytest.mark.parametrize(("kind", "ratio"), [("gaussian", 0.7), ("gaussian", 1.0),
+                                             ("gaussian", 1e2), ("gaussian", 1e4),
+                                             ("uniform", 0.3), ("uniform", 1.0),
+                                             ("uniform", 1e3)])
+def test_variance_integrals_against_mpmath(kind, ratio):
     # The per-feature pieces of the posterior variance (the three-kernel matrix G, the
-    # cross moment lam, the trace table T) for an SE factor under a Gaussian, against
-    # 50-digit atom sums over an 80-node Hermite rule, from l / std = 0.7 to 1e4 (where the
+    # cross moment lam, the trace table T) for an SE factor under a Gaussian (against
+    # 50-digit atom sums over an 80-node Hermite rule) or uniform measure on [mean - std,
+    # mean + std] (a 96-node Gauss-Legendre rule), from l / std = 0.3 to 1e4 (where the
     # terms of every centred combination agree to ~8 digits and a float64 subtraction
     # would keep none).
     from gpexplain.kernels.product import product_structure
-    from tests.reference.sobol_moments_mpmath import feature_integrals
+    from tests.reference.sobol_moments_mpmath import (
+        feature_integrals,
+        legendre_rule,
+        rule_integrals,
+    )
 
     mean, std, points = 0.3, 1.7, np.array([-2.0, 0.1, 1.9, 4.0])
     lengthscale = ratio * std
     structure = product_structure(RBF(np.array([lengthscale]), 1.0), 1)
-    measure = Gaussian(np.array([mean]), np.array([std]))
-    lam, G, tables = feature_integrals(points, mean, std, lengthscale)
+    if kind == "gaussian":
+        measure = Gaussian(np.array([mean]), np.array([std]))
+        lam, G, tables = feature_integrals(points, mean, std, lengthscale)
+    else:
+        measure = Uniform(np.array([mean - std]), np.array([mean + std]))
+        lam, G, tables = rule_integrals(points, *legendre_rule(mean - std, mean + std),
+                                        lengthscale)
     lam, G = np.array(lam, dtype=float), np.array(G, dtype=float)
     got_lam = structure.centred_cross_moment(points[:, None], measure)[:, 0]
     got_G = structure.centred_sandwich(points[:, None], points[:, None], measure)[..., 0]

@@ -28,6 +28,13 @@ def gaussian_atoms(mean, std, n_nodes: int = 40):
     return [(m + s * nodes, weights) for m, s in zip(mean, std, strict=True)]
 
 
+def legendre_atoms(low, high, n_nodes: int = 40):
+    """Per-feature Gauss-Legendre nodes and weights (summing to 1) of U(low_i, high_i): one
+    panel, exact for polynomials of degree 2 n_nodes - 1."""
+    nodes, weights = np.polynomial.legendre.leggauss(n_nodes)
+    return [(a + (b - a) * (nodes + 1) / 2, weights / 2) for a, b in zip(low, high, strict=True)]
+
+
 def empirical_atoms(X):
     """Per-feature uniform weights over each column of X."""
     n = X.shape[0]

@@ -1,10 +1,11 @@
 """High-precision per-feature integrals of the posterior variance of Sobol indices (mpmath).
 
 For one feature with a squared-exponential correlation ``k(a, b) = exp(-(a - b)^2 / (2 l^2))``
-and a Gaussian measure ``p = N(mean, std^2)``, straight from the definitions (no closed form
-from ``gpexplain.kernels.product``): the measure is replaced by a Gauss-Hermite rule computed
-at the working precision (Newton on the probabilists' Hermite recurrence, seeded by NumPy's
-nodes), and every centred quantity is an explicit sum over its atoms at that precision, so the
+and a Gaussian measure ``p = N(mean, std^2)`` or a uniform one on [low, high], straight from the
+definitions (no closed form from ``gpexplain.kernels.product``): the measure is replaced by a
+Gauss-Hermite rule computed at the working precision (Newton on the probabilists' Hermite
+recurrence, seeded by NumPy's nodes), or by mpmath's Gauss-Legendre rule, and every centred
+quantity is an explicit sum over its atoms at that precision, so the
 subtractions that cancel in float64 for wide lengthscales are harmless here:
 
 * ``mu(a) = E_s k(a, s)``, ``M = E_{s, s'} k(s, s')``;
@@ -47,11 +48,30 @@ def hermite_rule(n_nodes: int, dps: int = 50):
         return nodes, [w / total for w in weights]
 
 
+def legendre_rule(low, high, degree: int = 6, dps: int = 50):
+    """Gauss-Legendre nodes in [low, high] and weights summing to 1 (the uniform density), at
+    ``dps`` digits: mpmath's rule of 3 * 2^(degree - 1) nodes (96 for degree 6)."""
+    from mpmath.calculus.quadrature import GaussLegendre
+
+    with mp.workdps(dps + 10):
+        rule = GaussLegendre(mp).calc_nodes(degree, mp.prec)
+        a, b = mpf(low), mpf(high)
+        return [a + (b - a) * (x + 1) / 2 for x, _ in rule], [w / 2 for _, w in rule]
+
+
 def feature_integrals(points, mean, std, lengthscale, n_nodes=80, dps=50):
-    """``(lam (n,), G (n, n), (T_PP, T_PE, T_EE))`` as mpf values, for float ``points``."""
+    """``(lam (n,), G (n, n), (T_PP, T_PE, T_EE))`` as mpf values, for float ``points``, under
+    N(mean, std^2) (the Hermite rule above)."""
     with mp.workdps(dps):
         unit, weights = hermite_rule(n_nodes, dps)
         atoms = [mpf(mean) + mpf(std) * x for x in unit]
+        return rule_integrals(points, atoms, weights, lengthscale, dps)
+
+
+def rule_integrals(points, atoms, weights, lengthscale, dps=50):
+    """``(lam (n,), G (n, n), (T_PP, T_PE, T_EE))`` as mpf values under the measure given by
+    mpf ``atoms`` and ``weights`` (summing to 1)."""
+    with mp.workdps(dps):
         ell2 = mpf(lengthscale) ** 2
 
         def k(a, b):

@@ -63,7 +63,7 @@ from gpexplain.functionals.product_shapley import (
     not_product_message,
 )
 from gpexplain.global_attribution import GlobalSensitivity
-from gpexplain.kernels.measures import Empirical, Gaussian
+from gpexplain.kernels.measures import Empirical, Gaussian, Uniform
 from gpexplain.kernels.product import product_structure
 from gpexplain.parallel import _MEMORY_BUDGET_BYTES, default_chunk_size
 from gpexplain.posterior.mixture import MixturePosterior
@@ -92,10 +92,11 @@ def global_sensitivity(
     model_or_posterior : fitted estimator or ``Posterior`` with a product kernel (ARD squared
         exponential, GPyTorch products of one-dimensional RBF / Matern / RQ kernels), or a
         classifier (see above)
-    measure : gx.measures.Gaussian or gx.measures.Empirical, optional
+    measure : gx.measures.Gaussian, Empirical or Uniform, optional
         The product measure of the inputs. Default: independent Gaussians with each training
         column's mean and standard deviation (squared-exponential factors only; use
-        ``Empirical(X)`` for Matern or RQ factors).
+        ``Empirical(X)`` for Matern or RQ factors). ``Uniform(low, high)``: a box (the
+        measure of Ax / BoTorch's Sobol indices), SE and RQ factors.
     chunk_size : int, optional
         Rows of Z processed at once (bounds memory); automatic by default.
     target_class : class label, optional
@@ -128,10 +129,12 @@ def global_sensitivity(
     TypeError
         Not a fitted estimator or posterior; a mixture posterior (indices are not linear in f,
         so they do not mix); a kernel without the product structure (integrated gradients
-        named as the alternative); a measure that is not Gaussian or Empirical, or Gaussian
-        with a Matern / RQ factor; ``output="probability"``.
+        named as the alternative); a measure that is not Gaussian, Empirical or Uniform,
+        Gaussian with a Matern / RQ factor, or Uniform with a Matern factor;
+        ``output="probability"``.
     ValueError
         ``chunk_size`` not a positive integer; a measure with the wrong number of features;
+        a Uniform box more than 512 lengthscales wide;
         ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary model, or
         given for a regression; an unknown ``output``.
     """
@@ -154,9 +157,9 @@ def global_sensitivity(
     if measure is None:
         data = posterior.data_inputs
         measure = Gaussian(data.mean(0), np.maximum(data.std(0), 1e-12))
-    if not isinstance(measure, Gaussian | Empirical):
+    if not isinstance(measure, Gaussian | Empirical | Uniform):
         raise TypeError(
-            "measure must be gx.measures.Gaussian or gx.measures.Empirical, got "
+            "measure must be gx.measures.Gaussian, Empirical or Uniform, got "
             f"{type(measure).__name__}."
         )
     measure = measure.resolve(n_features)

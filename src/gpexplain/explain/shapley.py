@@ -41,7 +41,7 @@ from gpexplain.explain.integrated_gradients import resolve_baseline
 from gpexplain.functionals.product_shapley import GAMES, ProductShapley
 from gpexplain.functionals.shapley import AdditiveShapley, not_additive_message
 from gpexplain.global_attribution import GlobalShapleyValues
-from gpexplain.kernels.measures import Empirical, Gaussian
+from gpexplain.kernels.measures import Empirical, Gaussian, Uniform
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.parallel import default_chunk_size
 from gpexplain.posterior import as_posterior
@@ -118,9 +118,10 @@ def shapley_values(
         Rows of the interventional game (required for it). The mean costs O(n_background) per
         point; the covariance pairs rows, O(n_background^2 d^2 ceil(d/2)^2) per point: use
         tens of rows, or ``return_cov=False``.
-    measure : gx.measures.Gaussian or gx.measures.Empirical, optional
+    measure : gx.measures.Gaussian, Empirical or Uniform, optional
         The product measure (required for "product-measure" with a product kernel; Gaussian
-        needs squared-exponential factors). Additive GPs use their kernel's own measure.
+        needs squared-exponential factors, Uniform refuses Matern ones). Additive GPs use
+        their kernel's own measure.
     return_cov : bool, default True
         Also compute the (n_points, n_features, n_features) posterior covariance.
     chunk_size : int, optional
@@ -233,12 +234,12 @@ def _shapley_functional(posterior, game, baseline, background, measure):
         return ProductShapley(game, references=rows)
     if measure is None:
         raise ValueError(
-            "game='product-measure' needs measure= (gx.measures.Gaussian(mean, std) or "
-            "gx.measures.Empirical(X))."
+            "game='product-measure' needs measure= (gx.measures.Gaussian(mean, std), "
+            "gx.measures.Empirical(X) or gx.measures.Uniform(low, high))."
         )
-    if not isinstance(measure, Gaussian | Empirical):
+    if not isinstance(measure, Gaussian | Empirical | Uniform):
         raise TypeError(
-            "measure must be gx.measures.Gaussian or gx.measures.Empirical, got "
+            "measure must be gx.measures.Gaussian, Empirical or Uniform, got "
             f"{type(measure).__name__}."
         )
     return ProductShapley(game, measure=measure.resolve(posterior.n_features))

@@ -106,7 +106,7 @@ class ProductShapley(LinearFunctional):
     game : {"baseline", "interventional", "product-measure"}
     references : ndarray (n_references, n_features), optional
         The baseline (one row) or the background rows; validated by the caller.
-    measure : gx.measures.Gaussian or Empirical, optional
+    measure : gx.measures.Gaussian, Empirical or Uniform, optional
         The product measure (resolved to the number of features by the caller).
     """
 

@@ -23,7 +23,12 @@ one-dimensional measure p_j, ``mu_j(a) = E_{s ~ p_j} k_j(a, s)``, its double int
 ``gx.measures.Gaussian`` (``mu = sqrt(L / (L + D)) exp(-(a - m)^2 / (2 (L + D)))``, ``M =
 sqrt(L / (L + 2 D))`` with ``L = l^2``, ``D = std^2``; a product of squared exponentials on one
 feature is one squared exponential with ``1 / L = sum 1 / L_f``), exact averages under
-``gx.measures.Empirical`` for every factor.
+``gx.measures.Empirical`` for every factor, and under ``gx.measures.Uniform`` weighted sums over
+a composite Gauss-Legendre rule fine enough for the feature's SE and RQ factors to be exact to
+~1e-15 (``Uniform.rule``, ``_resolution``; Matern factors, with their kink, are refused). Both
+are weighted atoms per feature (``_rules``); centred quantities are summed from pairwise
+differences where the atoms are few (``centred_sections``), so they keep their digits when the
+lengthscale is far longer than the box.
 """
 
 from __future__ import annotations
@@ -33,11 +38,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpexplain.kernels.gpytorch_tree import Frame, KernelTreeVisitor
-from gpexplain.kernels.measures import Empirical, Gaussian
+from gpexplain.kernels.measures import Empirical, Gaussian, Uniform
 
 __all__ = ["Factor", "ProductStructure", "product_structure"]
 
 _SQRT3, _SQRT5 = np.sqrt(3.0), np.sqrt(5.0)
+
+# Measures integrated by weighted atoms (``rule``): the data's columns, or Gauss-Legendre.
+_ATOM_MEASURES = (Empirical, Uniform)
+# Rules with at most this many atoms centre kernel sections by pairwise differences
+# (``ProductStructure.centred_sections``: O(n m^2) instead of O(n m)).
+_PAIRWISE_ATOMS = 64
 
 
 @dataclass(frozen=True)
@@ -59,16 +70,21 @@ class Factor:
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``k(a, b)`` elementwise (broadcast), in [0, 1]."""
+        return np.exp(self.log(a, b))
+
+    def log(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``log k(a, b)`` elementwise (broadcast), <= 0, accurate relative to itself for
+        nearby points (log1p), where ``1 - k`` would cancel."""
         r = np.abs(a - b) / self.lengthscale
         if self.kind == "se":
-            return np.exp(-0.5 * r * r)
+            return -0.5 * r * r
         if self.kind == "rq":
-            return (1.0 + 0.5 * r * r / self.shape) ** -self.shape
+            return -self.shape * np.log1p(0.5 * r * r / self.shape)
         if self.shape == 0.5:
-            return np.exp(-r)
+            return -r
         if self.shape == 1.5:
-            return (1.0 + _SQRT3 * r) * np.exp(-_SQRT3 * r)
-        return (1.0 + _SQRT5 * r + 5.0 / 3.0 * r * r) * np.exp(-_SQRT5 * r)
+            return np.log1p(_SQRT3 * r) - _SQRT3 * r
+        return np.log1p(_SQRT5 * r + 5.0 / 3.0 * r * r) - _SQRT5 * r
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,38 @@ class ProductStructure:
             K *= factor(a[:, None], b[None, :])
         return K
 
+    def log_feature_matrix(self, j: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``log k_j(a_s, b_t)``, shape (len(a), len(b)) (see ``Factor.log``)."""
+        log_K = np.zeros((a.shape[0], b.shape[0]))
+        for factor in self.factors[j]:
+            log_K += factor.log(a[:, None], b[None, :])
+        return log_K
+
+    def centred_sections(self, j: int, x: np.ndarray, atoms: np.ndarray,
+                         weights: np.ndarray) -> np.ndarray:
+        """``c[a, s] = k_j(x_a, s_s) - sum_t w_t k_j(x_a, t_t)`` over a weighted rule of feature
+        j, shape (len(x), len(atoms)).
+
+        When the correlation varies little over the atoms (lengthscales far wider than their
+        spread) ``c`` is O((spread / l)^2) while each term is ~1, and the subtraction loses
+        ``eps (l / spread)^2`` relative. With at most ``_PAIRWISE_ATOMS`` atoms (the one-panel
+        rule of a wide lengthscale under ``Uniform``) it is summed as ``sum_t w_t (k(x, s) -
+        k(x, t))`` with each difference ``k(x, t) expm1(log k(x, s) - log k(x, t))``, exact to
+        round-off; where the exponent is not small the plain difference is as accurate.
+        """
+        sections = self.feature_matrix(j, x, atoms)
+        if atoms.shape[0] > _PAIRWISE_ATOMS:
+            return sections - (sections @ weights)[:, None]
+        log_k = self.log_feature_matrix(j, x, atoms)
+        exponent = log_k[:, :, None] - log_k[:, None, :]  # (a, s, t)
+        with np.errstate(over="ignore"):
+            differences = np.where(
+                np.abs(exponent) < 1.0,
+                sections[:, None, :] * np.expm1(np.minimum(exponent, 1.0)),
+                sections[:, :, None] - sections[:, None, :],
+            )
+        return differences @ weights
+
     def embedding(self, X: np.ndarray, measure) -> np.ndarray:
         """Kernel mean embeddings ``mu_j(X[a, j]) = E_{s ~ p_j} k_j(X[a, j], s)``, (n, n_features).
 
@@ -110,10 +158,15 @@ class ProductStructure:
         ------
         TypeError
             A Gaussian measure with a Matern or RQ factor (no closed form; use
-            ``gx.measures.Empirical``), or a measure that is neither Gaussian nor Empirical.
+            ``gx.measures.Empirical``), a Uniform one with a Matern factor, or a measure that
+            is not Gaussian, Empirical or Uniform.
+        ValueError
+            A Uniform box more than 512 lengthscales wide (``Uniform.rule``).
         """
-        if isinstance(measure, Empirical):
-            return self.matrices(X, measure.points).mean(axis=1)
+        if isinstance(measure, _ATOM_MEASURES):
+            columns = [self.feature_matrix(j, X[:, j], nodes) @ weights
+                       for j, (nodes, weights) in enumerate(self._rules(measure))]
+            return np.stack(columns, axis=-1).reshape(X.shape[0], self.n_features)
         L = self._gaussian_squared_lengthscales(measure)
         D = measure.std**2
         centred_sq = (X - measure.mean) ** 2
@@ -123,8 +176,9 @@ class ProductStructure:
 
     def double_embedding(self, measure) -> np.ndarray:
         """``M_j = E_{s, s' ~ p_j} k_j(s, s')`` (independent copies), shape (n_features,)."""
-        if isinstance(measure, Empirical):
-            return self.matrices(measure.points, measure.points).mean(axis=(0, 1))
+        if isinstance(measure, _ATOM_MEASURES):
+            return np.array([weights @ self.feature_matrix(j, nodes, nodes) @ weights
+                             for j, (nodes, weights) in enumerate(self._rules(measure))])
         L = self._gaussian_squared_lengthscales(measure)
         with np.errstate(divide="ignore", invalid="ignore"):
             M = np.sqrt(L / (L + 2.0 * measure.std**2))
@@ -138,10 +192,8 @@ class ProductStructure:
         ``E2 = exp(-(a - b)^2 / (4 L)) sqrt(L / (L + 2 D)) exp(-((a + b) / 2 - mean)^2 /
         (L + 2 D))``. Empirical: the average over the atoms.
         """
-        if isinstance(measure, Empirical):
-            left = self.matrices(measure.points, X1)
-            right = self.matrices(measure.points, X2)
-            return np.einsum("sad,sbd->abd", left, right) / measure.points.shape[0]
+        if isinstance(measure, _ATOM_MEASURES):
+            return self._atom_products(X1, X2, measure, centred=False)
         L = self._gaussian_squared_lengthscales(measure)
         a, b = X1[:, None, :], X2[None, :, :]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -166,12 +218,8 @@ class ProductStructure:
         every term free of cancellation, and ``C = mu(a) mu(b) expm1(Delta)``. Empirical: the
         average over the atoms of the centred products.
         """
-        if isinstance(measure, Empirical):
-            left = self.matrices(measure.points, X1)
-            right = self.matrices(measure.points, X2)
-            left = left - left.mean(axis=0)
-            right = right - right.mean(axis=0)
-            return np.einsum("sad,sbd->abd", left, right) / measure.points.shape[0]
+        if isinstance(measure, _ATOM_MEASURES):
+            return self._atom_products(X1, X2, measure, centred=True)
         L = self._gaussian_squared_lengthscales(measure)
         D = measure.std**2
         u, v = (X1 - measure.mean)[:, None, :], (X2 - measure.mean)[None, :, :]
@@ -188,8 +236,10 @@ class ProductStructure:
     def centred_double_embedding(self, measure) -> np.ndarray:
         """``1 - double_embedding`` (the prior variance of a centred factor, k_j(s, s) = 1)
         without the cancellation: Gaussian ``-expm1(-log1p(2 D / L) / 2)``."""
-        if isinstance(measure, Empirical):
-            return 1.0 - self.double_embedding(measure)
+        if isinstance(measure, _ATOM_MEASURES):  # 1 - k = -expm1(log k), pair by pair
+            return np.array([-(weights @ np.expm1(self.log_feature_matrix(j, atoms, atoms))
+                               @ weights)
+                             for j, (atoms, weights) in enumerate(self._rules(measure))])
         L = self._gaussian_squared_lengthscales(measure)
         with np.errstate(divide="ignore"):
             return -np.expm1(-0.5 * np.log1p(2.0 * measure.std**2 / L))
@@ -206,14 +256,13 @@ class ProductStructure:
 
         Empirical: the average over the atoms of the centred sections times ``mu_j``.
         """
-        if isinstance(measure, Empirical):
+        if isinstance(measure, _ATOM_MEASURES):
             columns = []
-            for j in range(self.n_features):
-                atoms = measure.points[:, j]
-                sections = self.feature_matrix(j, X[:, j], atoms)  # (n, S)
-                centred = sections - sections.mean(axis=1, keepdims=True)
-                atom_embedding = self.feature_matrix(j, atoms, atoms).mean(axis=1)  # mu_j(s)
-                columns.append(centred @ atom_embedding / atoms.shape[0])
+            for j, (atoms, weights) in enumerate(self._rules(measure)):
+                centred = self.centred_sections(j, X[:, j], atoms, weights)  # (n, S)
+                # mu_j(s) - M_j = sum_t w_t c(t, s): the centred embedding, no cancellation
+                atom_embedding = weights @ self.centred_sections(j, atoms, atoms, weights)
+                columns.append(centred @ (weights * atom_embedding))
             return np.stack(columns, axis=-1).reshape(X.shape[0], self.n_features)
         L, D, u = self._gaussian_squared_lengthscales(measure), measure.std**2, X - measure.mean
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -239,16 +288,14 @@ class ProductStructure:
         cancellation that makes each term ~1 and G ~ (std / l)^6 for wide lengthscales.
         Empirical: ``C1 diag(w) K_ss diag(w) C2^T`` over the atoms (C: centred sections).
         """
-        if isinstance(measure, Empirical):
+        if isinstance(measure, _ATOM_MEASURES):
             slabs = []
-            for j in range(self.n_features):
-                atoms = measure.points[:, j]
-                left = self.feature_matrix(j, X1[:, j], atoms)
-                right = self.feature_matrix(j, X2[:, j], atoms)
-                left = left - left.mean(axis=1, keepdims=True)
-                right = right - right.mean(axis=1, keepdims=True)
-                gram = self.feature_matrix(j, atoms, atoms)
-                slabs.append(left @ gram @ right.T / atoms.shape[0] ** 2)
+            for j, (atoms, weights) in enumerate(self._rules(measure)):
+                left = self.centred_sections(j, X1[:, j], atoms, weights) * weights
+                right = self.centred_sections(j, X2[:, j], atoms, weights) * weights
+                # left and right sum to zero over the atoms, so the Gram matrix may be
+                # replaced by its doubly centred form, which is small where they are
+                slabs.append(left @ self._doubly_centred_gram(j, atoms, weights) @ right.T)
             return np.stack(slabs, axis=-1).reshape(X1.shape[0], X2.shape[0], self.n_features)
         L, D = self._gaussian_squared_lengthscales(measure), measure.std**2
         u, v = (X1 - measure.mean)[:, None, :], (X2 - measure.mean)[None, :, :]
@@ -277,14 +324,13 @@ class ProductStructure:
         (L + 4 D))) / 2`` (both O((D / L)^2), so no digits are lost for wide lengthscales).
         """
         M = self.double_embedding(measure)
-        if isinstance(measure, Empirical):
+        if isinstance(measure, _ATOM_MEASURES):
             between, within = np.zeros(self.n_features), np.zeros(self.n_features)
-            for j in range(self.n_features):
-                gram = self.feature_matrix(j, measure.points[:, j], measure.points[:, j])
-                row_means = gram.mean(axis=1)
-                between[j] = np.mean((row_means - M[j]) ** 2)
-                centred = gram - row_means[:, None] - row_means[None, :] + M[j]
-                within[j] = np.mean(centred**2)
+            for j, (atoms, weights) in enumerate(self._rules(measure)):
+                sections = self.centred_sections(j, atoms, atoms, weights)
+                between[j] = weights @ (weights @ sections) ** 2  # Var mu_j(s)
+                centred = self._doubly_centred_gram(j, atoms, weights)
+                within[j] = weights @ centred**2 @ weights
             return M * M, between, within
         L, D = self._gaussian_squared_lengthscales(measure), measure.std**2
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -292,6 +338,57 @@ class ProductStructure:
             d2 = np.expm1(0.5 * np.log1p(4.0 * D * D / (L * (L + 4.0 * D))))
         wide = np.isinf(L)
         return M * M, np.where(wide, 0.0, M * M * d1), np.where(wide, 0.0, M * M * (d2 - 2 * d1))
+
+    def _atom_products(self, X1, X2, measure, centred: bool) -> np.ndarray:
+        """``sum_s w_s e_j(s, X1[a, j]) e_j(s, X2[b, j])`` over the atoms s of each feature's
+        rule, ``e = k_j`` or the centred section ``k_j - mu_j``, shape (n1, n2, n_features)."""
+        slabs = []
+        for j, (atoms, weights) in enumerate(self._rules(measure)):
+            if centred:
+                left = self.centred_sections(j, X1[:, j], atoms, weights)
+                right = self.centred_sections(j, X2[:, j], atoms, weights)
+            else:
+                left = self.feature_matrix(j, X1[:, j], atoms)
+                right = self.feature_matrix(j, X2[:, j], atoms)
+            slabs.append((left * weights) @ right.T)
+        return np.stack(slabs, axis=-1).reshape(X1.shape[0], X2.shape[0], self.n_features)
+
+    def _doubly_centred_gram(self, j, atoms, weights) -> np.ndarray:
+        """``kc(s, t) = k_j(s, t) - mu_j(s) - mu_j(t) + M_j`` over the atoms, (m, m), from the
+        centred sections ``c(s, t) = k_j(s, t) - mu_j(s)``: ``kc = c - w^T c``."""
+        sections = self.centred_sections(j, atoms, atoms, weights)
+        return sections - weights @ sections
+
+    def _rules(self, measure) -> list:
+        """Per feature, the atoms and weights of an Empirical or Uniform measure.
+
+        Raises
+        ------
+        TypeError
+            A Matern factor under a Uniform measure: its kink at every point would limit the
+            Gauss-Legendre rule to a few digits.
+        """
+        if isinstance(measure, Empirical):
+            return [measure.rule(j) for j in range(self.n_features)]
+        return [measure.rule(j, self._resolution(j)) for j in range(self.n_features)]
+
+    def _resolution(self, j: int) -> float:
+        """The length over which feature j's correlation varies, for ``Uniform.rule``: the
+        lengthscale of an SE factor; ``l min(1, sqrt(alpha / 2))`` of an RQ one (its poles at
+        ``+-i l sqrt(2 alpha)`` bound the Gauss-Legendre convergence); the smallest over the
+        factors (inf without factors)."""
+        lengths = [np.inf]
+        for factor in self.factors[j]:
+            if factor.kind == "matern":
+                raise TypeError(
+                    f"feature {j} has a Matern kernel factor: its kink at every point limits "
+                    "Gauss-Legendre integration over a gx.measures.Uniform box to a few "
+                    "digits, so it is refused; use gx.measures.Empirical(sample) with a sample "
+                    "drawn from the box (exact averages over that sample) instead."
+                )
+            scale = 1.0 if factor.kind == "se" else min(1.0, np.sqrt(factor.shape / 2.0))
+            lengths.append(factor.lengthscale * scale)
+        return min(lengths)
 
     @staticmethod
     def _embedding_log_ratio(u, L, D):
@@ -303,7 +400,7 @@ class ProductStructure:
         """Per feature, the squared lengthscale of the product of its SE factors (inf if none)."""
         if not isinstance(measure, Gaussian):
             raise TypeError(
-                "measure must be gx.measures.Gaussian or gx.measures.Empirical, got "
+                "measure must be gx.measures.Gaussian, Empirical or Uniform, got "
                 f"{type(measure).__name__}."
             )
         inverse = np.zeros(self.n_features)
