@@ -42,6 +42,7 @@ _HERMITE_NODES = 40
 # erf; 8 nodes leave 1e-12). More than this many nodes per feature would make the (m, m)
 # Gram matrices of the posterior-std integrals too large.
 _LEGENDRE_NODES = 16
+_LEGENDRE_RULE = np.polynomial.legendre.leggauss(_LEGENDRE_NODES)
 _PANEL_WIDTH = 2.0
 _MAX_UNIFORM_NODES = 4096
 
@@ -345,8 +346,8 @@ class Uniform(_PerFeaturePair):
     sqrt(2 alpha)``). The integrands are analytic, so every integral (mean embedding, second
     and centred moments, the three- and four-kernel integrals of the posterior stds) is exact
     to about 1e-15 relative to the kernel's scale, and the centred ones (which are
-    O((width / l)^2) for lengthscales far longer than the box) are summed from pairwise
-    differences (``ProductStructure.centred_sections``), so they keep that relative accuracy
+    O((width / l)^2) for lengthscales far longer than the box) are summed from differences to
+    a central atom (``ProductStructure.centred_sections``), so they keep that relative accuracy
     too (measured against mpmath from l = 1e-2 to 1e3 box widths). Matern factors have a kink
     at every point, which would limit the rule to a few digits: they are refused.
 
@@ -401,7 +402,7 @@ class Uniform(_PerFeaturePair):
                 f"{_MAX_UNIFORM_NODES // _LEGENDRE_NODES * _PANEL_WIDTH:.0f} are integrated "
                 "(the kernel is then close to white noise on the box)."
             )
-        x, w = np.polynomial.legendre.leggauss(_LEGENDRE_NODES)
+        x, w = _LEGENDRE_RULE
         edges = np.linspace(low, high, panels + 1)
         width = np.diff(edges)[:, None]
         nodes = edges[:-1, None] + 0.5 * width * (x + 1.0)

@@ -26,9 +26,9 @@ feature is one squared exponential with ``1 / L = sum 1 / L_f``), exact averages
 ``gx.measures.Empirical`` for every factor, and under ``gx.measures.Uniform`` weighted sums over
 a composite Gauss-Legendre rule fine enough for the feature's SE and RQ factors to be exact to
 ~1e-15 (``Uniform.rule``, ``_resolution``; Matern factors, with their kink, are refused). Both
-are weighted atoms per feature (``_rules``); centred quantities are summed from pairwise
-differences where the atoms are few (``centred_sections``), so they keep their digits when the
-lengthscale is far longer than the box.
+are weighted atoms per feature (``_rules``); centred quantities are summed from differences
+to a central atom (``centred_sections``), so they keep their digits when the lengthscale is far
+longer than the box.
 """
 
 from __future__ import annotations
@@ -46,9 +46,6 @@ _SQRT3, _SQRT5 = np.sqrt(3.0), np.sqrt(5.0)
 
 # Measures integrated by weighted atoms (``rule``): the data's columns, or Gauss-Legendre.
 _ATOM_MEASURES = (Empirical, Uniform)
-# Rules with at most this many atoms centre kernel sections by pairwise differences
-# (``ProductStructure.centred_sections``: O(n m^2) instead of O(n m)).
-_PAIRWISE_ATOMS = 64
 
 
 @dataclass(frozen=True)
@@ -132,24 +129,21 @@ class ProductStructure:
         j, shape (len(x), len(atoms)).
 
         When the correlation varies little over the atoms (lengthscales far wider than their
-        spread) ``c`` is O((spread / l)^2) while each term is ~1, and the subtraction loses
-        ``eps (l / spread)^2`` relative. With at most ``_PAIRWISE_ATOMS`` atoms (the one-panel
-        rule of a wide lengthscale under ``Uniform``) it is summed as ``sum_t w_t (k(x, s) -
-        k(x, t))`` with each difference ``k(x, t) expm1(log k(x, s) - log k(x, t))``, exact to
-        round-off; where the exponent is not small the plain difference is as accurate.
+        spread) ``c`` is O(spread / l) (O((spread / l)^2) near the centre) while each term is
+        ~1, and subtracting them loses ``eps (l / spread)^2`` relative. Instead the sections
+        are first taken relative to one atom r near the centre, ``d(x, s) = k(x, s) - k(x, r)
+        = k(x, r) expm1(log k(x, s) - log k(x, r))`` (exact to round-off; where the exponent
+        is not small the plain difference is as accurate), and ``c = d - sum_t w_t d(x, t)``:
+        d is of the order of c, so this subtraction keeps c's digits.
         """
         sections = self.feature_matrix(j, x, atoms)
-        if atoms.shape[0] > _PAIRWISE_ATOMS:
-            return sections - (sections @ weights)[:, None]
         log_k = self.log_feature_matrix(j, x, atoms)
-        exponent = log_k[:, :, None] - log_k[:, None, :]  # (a, s, t)
-        with np.errstate(over="ignore"):
-            differences = np.where(
-                np.abs(exponent) < 1.0,
-                sections[:, None, :] * np.expm1(np.minimum(exponent, 1.0)),
-                sections[:, :, None] - sections[:, None, :],
-            )
-        return differences @ weights
+        ref = int(np.argmin(np.abs(atoms - weights @ atoms)))
+        exponent = log_k - log_k[:, ref:ref + 1]
+        at_ref = sections[:, ref:ref + 1]
+        differences = np.where(np.abs(exponent) < 1.0,
+                               at_ref * np.expm1(np.minimum(exponent, 1.0)), sections - at_ref)
+        return differences - (differences @ weights)[:, None]
 
     def embedding(self, X: np.ndarray, measure) -> np.ndarray:
         """Kernel mean embeddings ``mu_j(X[a, j]) = E_{s ~ p_j} k_j(X[a, j], s)``, (n, n_features).
