@@ -31,9 +31,10 @@ measures, each analysed by every method on the same GP:
   below 1e-8 of the target's scale). ``seconds`` covers Ax's construction (which evaluates
   the model) and both index calls; SALib uses ``dists = "unif"`` on the same box at the same
   N. Ours under ``Uniform`` is exact (composite Gauss-Legendre, ~1e-15), so it is the
-  reference.
+  reference. Ax's ``input_qmc=True`` draws A and B as two scrambles of the same Sobol' net,
+  so their rows are dependent and its indices do not converge (benchmarks/README.md).
 
-The machine was shared with other jobs (8 agents on 2 cores): wall-clock times are indicative.
+The machine was shared with other jobs (2 cores): wall-clock times are indicative.
 
 Run from the repository root::
 
@@ -213,8 +214,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    payload = {"machine": machine_info(note="machine shared with other jobs (8 agents on 2 "
-                                             "cores): wall-clock times are indicative"),
+    payload = {"machine": machine_info(note="machine shared with other jobs (2 cores): "
+                                             "wall-clock times are indicative"),
                "measure": "independent Gaussians with the training columns' mean and std; "
                           "'uniform': the box of the training columns' min and max",
                "ax": "ax-platform 1.1.2 SobolSensitivityGPMean on a BoTorch SingleTaskGP "
