@@ -189,11 +189,14 @@ def integrated_gradients(
         path integral commute), by Gauss-Legendre with the node count doubled until
         ``mean.sum(1) == E[p(x)] - E[p(xt)]`` to 1e-10 (softmax by randomised QMC, C > 3: to
         10 standard errors, stated in ``method``; a ``CompletenessWarning`` reports a larger
-        gap). ``cov``: for logit and probit (``approximation="quadrature"``, one baseline)
-        the exact posterior covariance of these attributions (second-order Stein over pairs
-        of path nodes, ``gpexplain.explain._link_covariance``), complete to
+        gap). ``cov``: for logit, probit and the 2-class softmax
+        (``approximation="quadrature"``, one baseline) the exact posterior covariance of these
+        attributions (second-order Stein over pairs of path nodes,
+        ``gpexplain.explain._link_covariance``; the 2-class softmax as the logistic of the
+        latent difference ``f_c - f_other``), complete to
         ``difference_variance = Var(p(x) - p(xt))`` (1e-9 relative for RBF kernels; Matern
-        kernels converge algebraically and warn with the gap); None for softmax and Taylor.
+        kernels converge algebraically and warn with the gap); None for softmax with C >= 3
+        (its pairwise expectations would be 2C-dimensional) and for Taylor.
         ``prediction`` and ``baseline_prediction`` are ``E[p]``; ``method`` and ``n_steps``
         are not used. Defaults and classes as in ``gx.gradients``.
     output : {"probability", "latent"}, optional
