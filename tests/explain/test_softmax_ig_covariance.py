@@ -1,15 +1,20 @@
-"""Posterior covariance of probability-level integrated gradients of a 2-class softmax: the
-logit's of the latent difference, against an explicit difference posterior and Monte Carlo
-over joint posterior sample paths of both latents; completeness, PSD, refusals."""
+"""Posterior covariance of probability-level integrated gradients of a softmax. Two classes:
+the logit's of the latent difference, against an explicit difference posterior and Monte
+Carlo over joint posterior sample paths of both latents. Three and more: the randomised-QMC
+Stein estimate, against the same Monte Carlo and the exact two-class covariance, within its
+stated standard error. Completeness, PSD, refusals and warnings."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
 import pytest
 
 import gpexplain as gx
+from gpexplain.explain import _softmax_covariance
+from gpexplain.functionals.gradient import Gradient
 from tests.reference.link_ig_monte_carlo import (
     assert_moments_match,
     softmax_integrated_gradient_samples,
@@ -19,7 +24,8 @@ Z_SCORE = 5.0  # a false alarm has probability below 1e-6 per check
 BASELINE = np.array([0.5, -0.3, 1.0])
 POINTS = np.array([[1.2, 0.4, -0.6], [-2.5, 1.8, 0.9]])  # the second far from the data: wide
 # Per class: (lengthscale, variance, noise, data seed); different kernels and training inputs.
-LATENTS = (([1.0, 1.5, 2.0], 4.0, 0.3, 0), ([0.8, 1.2, 1.0], 2.5, 0.2, 1))
+LATENTS = (([1.0, 1.5, 2.0], 4.0, 0.3, 0), ([0.8, 1.2, 1.0], 2.5, 0.2, 1),
+           ([1.2, 0.9, 1.5], 3.0, 0.25, 2))
 
 
 def _data(seed, n=20):
@@ -37,15 +43,25 @@ def latents():
 
 
 @pytest.fixture(scope="module")
-def posteriors(latents):
+def three(latents):
+    """Three independent exact posteriors, different kernels and training inputs."""
     return [gx.ExactPosterior(X, y, gx.kernels.RBF(lengthscale, variance), noise)
             for X, y, lengthscale, variance, noise in latents]
 
 
-def _explain(posteriors, target_class, **options):
+@pytest.fixture(scope="module")
+def posteriors(three):
+    return three[:2]
+
+
+def _stated_error(result):
+    return float(re.search(r"covariance standard error ([0-9.e+-]+)", result.method).group(1))
+
+
+def _explain(posteriors, target_class, link="softmax", **options):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        return gx.integrated_gradients(posteriors, POINTS, baseline=BASELINE, link="softmax",
+        return gx.integrated_gradients(posteriors, POINTS, baseline=BASELINE, link=link,
                                        target_class=target_class, **options)
 
 
@@ -91,16 +107,15 @@ def test_two_classes_equal_the_logit_of_the_latent_difference():
     assert "logistic of the latent difference" in softmax.method
 
 
-@pytest.mark.parametrize("target_class", [0, 1])
-def test_covariance_matches_monte_carlo_over_joint_sample_paths(latents, posteriors,
-                                                                target_class):
+def test_covariance_matches_monte_carlo_over_joint_sample_paths(latents, posteriors):
     """200k joint posterior samples of (f_j, grad f_j) along the path for both classes
     (independent GPs with different kernels and training inputs): mean and every covariance
-    entry within 5 standard errors (the entry's own, from the samples)."""
-    result = _explain(posteriors, target_class)
+    entry within 5 standard errors (the entry's own, from the samples). Class 0 is class 1
+    negated (previous test)."""
+    result = _explain(posteriors, 1)
     for p, x in enumerate(POINTS):
-        samples = softmax_integrated_gradient_samples(latents, target_class, x, BASELINE,
-                                                      200_000, seed=10 * target_class + p)
+        samples = softmax_integrated_gradient_samples(latents[:2], 1, x, BASELINE, 200_000,
+                                                      seed=p)
         assert_moments_match(samples, result.mean[p], result.cov[p], Z_SCORE)
 
 
@@ -115,18 +130,75 @@ def test_covariance_is_complete_symmetric_and_psd(posteriors):
     assert np.all(eigenvalues[:, 0] > -1e-12 * eigenvalues[:, -1])
 
 
-def test_mean_only_three_classes_and_several_baselines(posteriors):
-    """return_cov=False keeps the mean-only path; C = 3 has no covariance (documented);
-    several baselines with the covariance are refused as for binary links."""
+def test_mean_only_taylor_and_several_baselines(posteriors, three):
+    """return_cov=False keeps the mean-only path; Taylor has no covariance; several
+    baselines with the covariance are refused as for binary links (any C)."""
     full = _explain(posteriors, 1)
     mean_only = _explain(posteriors, 1, return_cov=False)
     assert mean_only.cov is None
     np.testing.assert_array_equal(mean_only.mean, full.mean)
-    three = posteriors + [gx.ExactPosterior(*_data(2), gx.kernels.RBF(1.0, 1.0), 0.2)]
-    assert _explain(three, 2).cov is None
     taylor = gx.integrated_gradients(posteriors, POINTS, baseline=BASELINE, link="softmax",
                                      target_class=1, approximation="taylor")
     assert taylor.cov is None
-    with pytest.raises(ValueError, match="one baseline"):
-        gx.integrated_gradients(posteriors, POINTS, baseline=np.stack([BASELINE, -BASELINE]),
-                                link="softmax", target_class=1)
+    for latents in (posteriors, three):
+        with pytest.raises(ValueError, match="one baseline"):
+            gx.integrated_gradients(latents, POINTS, link="softmax", target_class=1,
+                                    baseline=np.stack([BASELINE, -BASELINE]))
+
+
+# -- C >= 3: the randomised-QMC estimate --------------------------------------------------------
+def test_three_classes_match_monte_carlo_over_joint_sample_paths(latents, three):
+    """Independent joint sample paths (200k, the reference's own standard errors) against the
+    estimate: every covariance entry within 5 combined standard errors (the estimate's stated
+    largest one); the mean is the deterministic product rule's."""
+    result = _explain(three, 2)
+    error = _stated_error(result)
+    assert 0 < error < 1e-2 * np.abs(result.cov).max()
+    for p, x in enumerate(POINTS):
+        samples = softmax_integrated_gradient_samples(latents, 2, x, BASELINE, 200_000, seed=p)
+        assert_moments_match(samples, result.mean[p], result.cov[p], Z_SCORE, error)
+
+
+def test_the_estimator_agrees_with_the_exact_two_class_covariance(posteriors):
+    """The C >= 3 estimator run on two classes: within 5 of its standard errors of the exact
+    covariance (second-order Stein with bivariate quadrature), and Var(S_c(x) - S_c(xt))
+    estimated from the same samples close to the exact one."""
+    exact = _explain(posteriors, 0)
+    schemes = [Gradient().bind(post.kernel, post.train_inputs) for post in posteriors]
+    cov, variance, _, error = _softmax_covariance.softmax_integrated_gradient_covariance(
+        gx.links.Softmax(), posteriors, schemes, 0, POINTS, BASELINE)
+    assert 0 < error < 1e-2 * np.abs(exact.cov).max()
+    np.testing.assert_array_less(np.abs(cov - exact.cov), Z_SCORE * error)
+    np.testing.assert_allclose(variance, exact.difference_variance, rtol=1e-2)
+
+
+def test_three_class_estimate_is_complete_symmetric_reproducible_and_shrinks(three):
+    """No CompletenessWarning (the sum within 4 standard errors of Var(S_c(x) - S_c(xt))
+    from the same samples); symmetric; PSD up to its error; the same seed gives the same
+    numbers, another seed agrees within the stated errors; 16x the QMC points give a smaller
+    standard error (the largest entry's, estimated from 8 replicates: not exactly 4x); a
+    point at the baseline has zero covariance."""
+    result = _explain(three, 0)
+    error = _stated_error(result)
+    np.testing.assert_array_equal(result.cov, np.swapaxes(result.cov, 1, 2))
+    assert np.all(np.linalg.eigvalsh(result.cov)[:, 0] > -Z_SCORE * error)
+    assert result.completeness_gap()["mean"] <= 1e-10
+    np.testing.assert_array_equal(_explain(three, 0).cov, result.cov)
+    other_seed = _explain(three, 0, link=gx.links.Softmax(seed=1))
+    np.testing.assert_array_less(np.abs(other_seed.cov - result.cov),
+                                 Z_SCORE * np.hypot(error, _stated_error(other_seed)))
+    coarse = _explain(three, 0, link=gx.links.Softmax(n_qmc=1024))
+    finer = _explain(three, 0, link=gx.links.Softmax(n_qmc=16384))
+    assert _stated_error(finer) < _stated_error(coarse)
+    at_baseline = gx.integrated_gradients(three, BASELINE[None], baseline=BASELINE,
+                                          link="softmax", target_class=0)
+    np.testing.assert_array_equal(at_baseline.cov, 0.0)
+
+
+def test_an_unconverged_path_rule_warns_with_the_gap(three, monkeypatch):
+    """Two path nodes cannot resolve the path: the estimate's completeness misses by more
+    than its standard errors allow, and a CompletenessWarning states the gap."""
+    monkeypatch.setattr(_softmax_covariance, "PATH_NODES", (2,))
+    with pytest.warns(gx.CompletenessWarning, match="only within"):
+        gx.integrated_gradients(three, POINTS, baseline=BASELINE, link="softmax",
+                                target_class=0)

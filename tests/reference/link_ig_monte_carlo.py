@@ -95,13 +95,15 @@ def softmax_integrated_gradient_samples(latents, target, x, baseline, n_samples,
     return np.concatenate(out)
 
 
-def assert_moments_match(samples, mean, cov, z_score):
+def assert_moments_match(samples, mean, cov, z_score, cov_error=0.0):
     """The sample mean (d,) and every sample covariance entry (d, d) of ``samples`` (N, d)
-    within ``z_score`` standard errors (each entry's own, from the samples) of mean, cov."""
+    within ``z_score`` standard errors (each entry's own, from the samples) of mean, cov;
+    ``cov_error``, the standard error of an estimated ``cov``, is added in quadrature."""
     sample_mean = samples.mean(0)
     assert np.all(np.abs(sample_mean - mean)
                   <= z_score * samples.std(0) / np.sqrt(len(samples)))
     centred = samples - sample_mean
     products = centred[:, :, None] * centred[:, None, :]
     error = products.std(0) / np.sqrt(len(samples))
-    np.testing.assert_array_less(np.abs(products.mean(0) - cov), z_score * error)
+    np.testing.assert_array_less(np.abs(products.mean(0) - cov),
+                                 z_score * np.hypot(error, cov_error))

@@ -47,6 +47,7 @@ from gpexplain._validation import check_finite_result
 from gpexplain.accuracy import CompletenessWarning, warn_if_incomplete
 from gpexplain.attribution import Attribution
 from gpexplain.explain._link_covariance import LatentTerm, integrated_gradient_covariance
+from gpexplain.explain._softmax_covariance import softmax_integrated_gradient_covariance
 from gpexplain.functionals.gradient import Gradient
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
 from gpexplain.links import APPROXIMATIONS, Link, Logit, Softmax, get_link
@@ -408,7 +409,7 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
         The mean or the covariance misses completeness (measured gaps in the message).
     """
     X = linked.check_inputs(X)
-    difference_variance = None
+    difference_variance, sampled_cov = None, False
     schemes = [Gradient().bind(post.kernel, post.train_inputs) for post in linked.posteriors]
     n_basis = max(post.train_inputs.shape[0] for post in linked.posteriors)
     per_point = default_chunk_size(n_basis * len(schemes), X.shape[1], 2)
@@ -426,7 +427,10 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
                 f"rule={functional.rule!r} is not available with a link."
             )
         exact_cov = exact_covariance_latent(linked, schemes) if return_cov else None
-        if exact_cov and len(functional.baselines) > 1:
+        # Softmax with C >= 3: the covariance estimated by randomised QMC (see module docs).
+        sampled_cov = (return_cov and exact_cov is None and isinstance(linked.link, Softmax)
+                       and linked.link.approximation == "quadrature")
+        if (exact_cov or sampled_cov) and len(functional.baselines) > 1:
             raise ValueError(
                 "the covariance of probability-level integrated gradients is available for one "
                 f"baseline; got {len(functional.baselines)}. Pass return_cov=False for the "
@@ -445,6 +449,15 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
                 " on the logistic of the latent difference f_c - f_other"
                 if isinstance(linked.link, Softmax) else "")
             method += f", up to {cov_nodes}^2 node pairs"
+        if sampled_cov:
+            link = linked.link
+            cov, difference_variance, cov_nodes, cov_error = (
+                softmax_integrated_gradient_covariance(
+                    link, linked.posteriors, schemes, linked.target_class, X,
+                    functional.baselines[0]))
+            method += (f"; covariance by second-order Stein over up to {cov_nodes}^2 node "
+                       f"pairs, randomised QMC ({link.n_replicates} x {link.n_qmc} samples), "
+                       f"covariance standard error {cov_error:.2g}")
         method += ")"
     elif isinstance(functional, Gradient):
         full = return_cov and linked.link.approximation == "quadrature"
@@ -472,7 +485,8 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
         feature_names=linked.feature_names, method=method,
         difference_variance=difference_variance,
     )
-    if difference_variance is not None:
+    if difference_variance is not None and not sampled_cov:
+        # (an estimated covariance was checked within its standard error when computed)
         warn_if_incomplete(attribution, caller)
     return attribution
 

@@ -88,10 +88,10 @@ class LatentTerm:
 
 
 def _path_moments(terms, path):
-    """``_term_path_moments`` of the combination: means add with the coefficients,
+    """``term_path_moments`` of the combination: means add with the coefficients,
     covariances with their squares (independent terms); the last item is the list of the
     terms' gradient cross terms."""
-    parts = [_term_path_moments(term.posterior, term.scheme, path) for term in terms]
+    parts = [term_path_moments(term.posterior, term.scheme, path) for term in terms]
     combined = [
         sum(term.coefficient ** power * part[i] for term, part in zip(terms, parts, strict=True))
         for i, power in enumerate((1, 1, 2, 2))
@@ -99,7 +99,7 @@ def _path_moments(terms, path):
     return (*combined, [part[4] for part in parts])
 
 
-def _term_path_moments(posterior, scheme, path):
+def term_path_moments(posterior, scheme, path):
     """Joint moments of f and grad f at the path nodes (G, d):
 
     mean (G,), gradient mean (G, d), ``Cov(f(s), f(t))`` (G, G),
@@ -122,12 +122,12 @@ def _term_path_moments(posterior, scheme, path):
 def _weighted_gradient_cov(terms, path, crosses, weights):
     """``sum_st W_st Cov(d_k f(s), d_l f(t))`` (d, d) of the combination (independent terms:
     each term's, times its coefficient squared)."""
-    return sum(term.coefficient**2 * _term_weighted_gradient_cov(term.posterior, term.scheme,
+    return sum(term.coefficient**2 * term_weighted_gradient_cov(term.posterior, term.scheme,
                                                                  path, cross, weights)
                for term, cross in zip(terms, crosses, strict=True))
 
 
-def _term_weighted_gradient_cov(posterior, scheme, path, cross, weights):
+def term_weighted_gradient_cov(posterior, scheme, path, cross, weights):
     """``sum_st W_st Cov(d_k f(s), d_l f(t))`` (d, d): prior minus the representer part,
     ``sum_s cross_s Q (sum_t W_st cross_t)^T``, never forming the (G, G, d, d) array."""
     kernel = posterior.kernel
@@ -190,7 +190,7 @@ def _covariance_on_rule(link, terms, x, baseline, n_nodes):
     return 0.5 * (cov + cov.T)
 
 
-def _point_moments(posterior, points):
+def point_moments(posterior, points):
     """Posterior mean (m,) and covariance (m, m) of f at a few points."""
     values = posterior.kernel(points, posterior.train_inputs)
     mean = posterior.mean + values @ posterior.alpha
@@ -201,7 +201,7 @@ def _difference_variance(link, terms, x, baseline):
     """``Var(sigma(f(x)) - sigma(f(xt)))`` from the joint Gaussian of (f(x), f(xt)): three
     bivariate expectations ``E[sigma(a) sigma(b)]`` (independent of the path rule)."""
     points = np.stack([x, baseline])
-    parts = [_point_moments(term.posterior, points) for term in terms]
+    parts = [point_moments(term.posterior, points) for term in terms]
     mean = sum(term.coefficient * part[0] for term, part in zip(terms, parts, strict=True))
     cov = sum(term.coefficient**2 * part[1] for term, part in zip(terms, parts, strict=True))
     var = np.maximum(np.diag(cov), 0.0)
