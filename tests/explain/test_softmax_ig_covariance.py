@@ -175,7 +175,7 @@ def test_the_estimator_agrees_with_the_exact_two_class_covariance(posteriors):
 def test_three_class_estimate_is_complete_symmetric_reproducible_and_shrinks(three):
     """No CompletenessWarning (the sum within 4 standard errors of Var(S_c(x) - S_c(xt))
     from the same samples); symmetric; PSD up to its error; the same seed gives the same
-    numbers, another seed agrees within the stated errors; 16x the QMC points give a smaller
+    numbers, another seed agrees within the stated errors; 1/16 of the QMC points give a larger
     standard error (the largest entry's, estimated from 8 replicates: not exactly 4x); a
     point at the baseline has zero covariance."""
     result = _explain(three, 0)
@@ -187,9 +187,7 @@ def test_three_class_estimate_is_complete_symmetric_reproducible_and_shrinks(thr
     other_seed = _explain(three, 0, link=gx.links.Softmax(seed=1))
     np.testing.assert_array_less(np.abs(other_seed.cov - result.cov),
                                  Z_SCORE * np.hypot(error, _stated_error(other_seed)))
-    coarse = _explain(three, 0, link=gx.links.Softmax(n_qmc=1024))
-    finer = _explain(three, 0, link=gx.links.Softmax(n_qmc=16384))
-    assert _stated_error(finer) < _stated_error(coarse)
+    assert error < _stated_error(_explain(three, 0, link=gx.links.Softmax(n_qmc=256)))
     at_baseline = gx.integrated_gradients(three, BASELINE[None], baseline=BASELINE,
                                           link="softmax", target_class=0)
     np.testing.assert_array_equal(at_baseline.cov, 0.0)

@@ -31,9 +31,11 @@ expectation under the latent Gaussian posterior (``gpexplain.links``). This modu
    ``cov.sum((1, 2))`` equals ``Var(p(x) - p(xt))`` to 1e-9 relative, then
    ``warn_if_incomplete``). The 2-class softmax is the logistic of the latent difference,
    ``S_c = sigma(f_c - f_other)``, a Gaussian process with independent parts, so it takes the
-   logit's path (``exact_covariance_latent``). Softmax with C >= 3 and the Taylor
-   approximation return ``cov=None`` (the pairwise expectations would be 2C-dimensional);
-   several baselines with ``return_cov=True`` are refused (pairs of paths would couple).
+   logit's path (``exact_covariance_latent``). Softmax with C >= 3: the same Stein expansion
+   with its 2C-dimensional expectations estimated by randomised QMC
+   (``gpexplain.explain._softmax_covariance``; standard error in ``method``, completeness
+   checked within it). The Taylor approximation returns ``cov=None``; several baselines
+   with ``return_cov=True`` are refused (pairs of paths would couple).
 """
 
 from __future__ import annotations
@@ -359,7 +361,7 @@ def _describe_link(linked: LinkedPosterior) -> str:
 def exact_covariance_latent(linked: LinkedPosterior, schemes):
     """``(link, terms)`` of the binary link and latent ``sum_i c_i f_i`` whose integrated
     gradients have the exact covariance of ``_link_covariance``, or None (Taylor; softmax
-    with C >= 3).
+    with C >= 3, whose covariance is estimated instead).
 
     Binary: the one latent (the negative class's IG is minus the positive's, with the same
     covariance). 2-class softmax: ``S_c(f) = 1 / (1 + exp(f_other - f_c)) = sigma(f_c -
@@ -392,7 +394,8 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     (``IntegratedGradient``; its ``baselines`` and ``rule`` must be Gauss-Legendre): mean as in
     the module docstring, averaged over baselines; covariance exact for binary links and the
     2-class softmax with ``approximation="quadrature"`` and one baseline (with
-    ``difference_variance`` ``Var(p(x) - p(xt))``), None otherwise (C >= 3, Taylor).
+    ``difference_variance`` ``Var(p(x) - p(xt))``), estimated by randomised QMC for softmax
+    with C >= 3 (standard error in ``method``), None for Taylor.
     ``prediction`` is ``E[p(x)]``, ``baseline_prediction`` the average ``E[p(xt_b)]``.
 
     Raises
@@ -406,7 +409,8 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     Warns
     -----
     gpexplain.CompletenessWarning
-        The mean or the covariance misses completeness (measured gaps in the message).
+        The mean or the covariance misses completeness (measured gaps in the message; an
+        estimated covariance by more than 4 of its standard errors).
     """
     X = linked.check_inputs(X)
     difference_variance, sampled_cov = None, False
@@ -454,7 +458,7 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
             cov, difference_variance, cov_nodes, cov_error = (
                 softmax_integrated_gradient_covariance(
                     link, linked.posteriors, schemes, linked.target_class, X,
-                    functional.baselines[0]))
+                    functional.baselines[0], first_nodes=nodes))
             method += (f"; covariance by second-order Stein over up to {cov_nodes}^2 node "
                        f"pairs, randomised QMC ({link.n_replicates} x {link.n_qmc} samples), "
                        f"covariance standard error {cov_error:.2g}")

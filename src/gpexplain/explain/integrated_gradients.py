@@ -195,8 +195,13 @@ def integrated_gradients(
         ``gpexplain.explain._link_covariance``; the 2-class softmax as the logistic of the
         latent difference ``f_c - f_other``), complete to
         ``difference_variance = Var(p(x) - p(xt))`` (1e-9 relative for RBF kernels; Matern
-        kernels converge algebraically and warn with the gap); None for softmax with C >= 3
-        (its pairwise expectations would be 2C-dimensional) and for Taylor.
+        kernels converge algebraically and warn with the gap). Softmax with C >= 3: the same
+        second-order Stein expansion with its 2C-dimensional expectations estimated by
+        randomised QMC over joint samples of the latents along the path
+        (``gpexplain.explain._softmax_covariance``; the link's ``n_qmc``, ``n_replicates``
+        and ``seed``), its largest standard error in ``method``, ``difference_variance``
+        estimated from the same samples and completeness checked to 4 standard errors. None
+        for Taylor.
         ``prediction`` and ``baseline_prediction`` are ``E[p]``; ``method`` and ``n_steps``
         are not used. Defaults and classes as in ``gx.gradients``.
     output : {"probability", "latent"}, optional
