@@ -404,7 +404,7 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
         Another functional (e.g. Shapley values), which has no probability-level form here.
     ValueError
         Bad X, an integrated-gradient rule other than Gauss-Legendre, or several baselines
-        with ``return_cov=True`` (binary links, 2-class softmax).
+        with ``return_cov=True`` (any link with a covariance).
 
     Warns
     -----

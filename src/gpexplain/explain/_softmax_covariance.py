@@ -88,8 +88,8 @@ def _sample_expectations(target, latents, n_nodes):
     ``S_c(x) - S_c(xt)`` and of its square."""
     n_samples, n_classes, _ = latents.shape
     pairs = np.zeros((9, n_classes, n_classes, n_nodes, n_nodes))
-    first_sum, diagonal_sum, ends = np.zeros((n_classes, n_nodes)), np.zeros((n_classes,
-                                                                            n_nodes)), [0., 0.]
+    first_sum, diagonal_sum = np.zeros((n_classes, n_nodes)), np.zeros((n_classes, n_nodes))
+    ends = [0.0, 0.0]
     batch = max(1, _BATCH_VALUES // (n_classes * n_classes * n_nodes))
     classes = np.arange(n_classes)
     for start in range(0, n_samples, batch):
@@ -160,7 +160,7 @@ def _estimate_on_rule(link, posteriors, schemes, target, x, baseline, n_nodes):
 
     n_classes, dimension = value_mean.shape
     rng = np.random.default_rng(link.seed)
-    covs, gaps, moments_, means, squares, differences = [], [], [], [], [], []
+    covs, gaps, second_moments, means, squares, differences = [], [], [], [], [], []
     for _ in range(link.n_replicates):
         uniform = qmc.Sobol(n_classes * dimension, scramble=True, seed=rng).random(link.n_qmc)
         normal = ndtri(np.clip(uniform, 1e-300, 1.0 - 1e-16)).reshape(-1, n_classes, dimension)
@@ -174,12 +174,12 @@ def _estimate_on_rule(link, posteriors, schemes, target, x, baseline, n_nodes):
         cov = np.outer(delta, delta) * (moment - np.outer(mean, mean))
         covs.append(cov)
         gaps.append(cov.sum() - (square - difference**2))
-        moments_.append(moment)
+        second_moments.append(moment)
         means.append(mean)
         squares.append(square)
         differences.append(difference)
     mean = np.mean(means, 0)
-    cov = np.outer(delta, delta) * (np.mean(moments_, 0) - np.outer(mean, mean))
+    cov = np.outer(delta, delta) * (np.mean(second_moments, 0) - np.outer(mean, mean))
     target_variance = max(float(np.mean(squares) - np.mean(differences) ** 2), 0.0)
     replicates = np.sqrt(link.n_replicates)
     return (0.5 * (cov + cov.T), target_variance, np.std(covs, 0, ddof=1) / replicates,
