@@ -777,27 +777,16 @@ class Softmax(Link):
 def _class_integrands(f: np.ndarray, target: int, second_moments: bool) -> np.ndarray:
     """Rows ``S_c``, ``s_j = d_j S_c``, ``d_j^2 S_c`` (and, if ``second_moments``, the C x C
     blocks ``s_j s_l``, ``d_l (s_j s_l)``, ``d_j d_l (s_j s_l)``) at latents f (n, N, C);
-    returns (n, rows, N).
-
-    With ``e = onehot_c - S`` and ``D = diag(S) - S S^T`` (= dS/df):
-    ``d_j S_c = S_c e_j``, ``d_j d_l S_c = S_c (e_j e_l - D_jl)`` and
-    ``d_j^2 d_l S_c = S_c (e_j^2 e_l - D_jj e_l - D_jl (2 e_j + 1 - 2 S_j))``.
+    returns (n, rows, N). The derivatives of S_c are those of ``softmax_class_derivatives``.
     """
     C = f.shape[-1]
-    # classes on the leading axis: every operation then runs over contiguous (n, N) slabs
-    S = np.moveaxis(np.exp(log_softmax(f, axis=-1)), -1, 0).copy()  # (C, n, N)
-    e = np.eye(C)[target][:, None, None] - S
-    Sc = S[target]
+    S, e, Sc = _softmax_and_excess(f, target)
     s = Sc * e
     rows = [Sc[None], s, Sc * (e * e - S * (1.0 - S))]
     if second_moments:
+        T2, U = _second_and_third(S, e, Sc)
         diagonal = np.arange(C)
-        D = -S[:, None] * S[None]
-        D[diagonal, diagonal] += S
-        T2 = Sc * (e[:, None] * e[None] - D)
         T2_diagonal = T2[diagonal, diagonal]
-        U = Sc * ((e * e)[:, None] * e[None] - D[diagonal, diagonal][:, None] * e[None]
-                  - D * (2.0 * e + 1.0 - 2.0 * S)[:, None])  # U_jl = d_j^2 d_l S_c
         us = U * s[None]
         blocks = [
             s[:, None] * s[None],
@@ -806,6 +795,48 @@ def _class_integrands(f: np.ndarray, target: int, second_moments: bool) -> np.nd
         ]
         rows += [block.reshape((C * C,) + block.shape[2:]) for block in blocks]
     return np.moveaxis(np.concatenate(rows), 0, 1)
+
+
+def _softmax_and_excess(f: np.ndarray, target: int):
+    """``S`` (C, ...), ``e = onehot_target - S`` (C, ...) and ``S_target`` (...) at latents f
+    (..., C), classes moved to the leading axis (every operation then runs over contiguous
+    slabs)."""
+    C = f.shape[-1]
+    S = np.moveaxis(np.exp(log_softmax(f, axis=-1)), -1, 0).copy()
+    e = np.eye(C)[target].reshape((C,) + (1,) * (S.ndim - 1)) - S
+    return S, e, S[target]
+
+
+def _second_and_third(S, e, Sc):
+    """``T2_jl = d_j d_l S_c`` and ``U_jl = d_j^2 d_l S_c``, each (C, C, ...)."""
+    diagonal = np.arange(len(S))
+    D = -S[:, None] * S[None]
+    D[diagonal, diagonal] += S
+    T2 = Sc * (e[:, None] * e[None] - D)
+    U = Sc * ((e * e)[:, None] * e[None] - D[diagonal, diagonal][:, None] * e[None]
+              - D * (2.0 * e + 1.0 - 2.0 * S)[:, None])
+    return T2, U
+
+
+def softmax_class_derivatives(f: np.ndarray, target: int):
+    """Derivatives of ``S_c`` (c = ``target``) in the latents, at latents f (..., C).
+
+    With ``e = onehot_c - S`` and ``D = diag(S) - S S^T`` (= dS/df):
+    ``d_j S_c = S_c e_j``, ``d_j d_l S_c = S_c (e_j e_l - D_jl)`` and
+    ``d_j^2 d_l S_c = S_c (e_j^2 e_l - D_jj e_l - D_jl (2 e_j + 1 - 2 S_j))``.
+
+    Returns
+    -------
+    first : ndarray (C, ...)
+        ``d_j S_c``.
+    second : ndarray (C, C, ...)
+        ``d_j d_l S_c`` (symmetric in j, l).
+    third : ndarray (C, C, ...)
+        ``d_j^2 d_l S_c``.
+    """
+    S, e, Sc = _softmax_and_excess(f, target)
+    return (Sc * e, *_second_and_third(S, e, Sc))
+
 
 # -- the product trapezoid over class differences (softmax, C <= max_tensor_classes) --------
 # S and its derivatives depend on the latents only through their differences to one class,

@@ -25,12 +25,17 @@ expectation under the latent Gaussian posterior (``gpexplain.links``). This modu
    With softmax by randomised QMC the expected gradient and E[p] are separate Monte Carlo
    estimates, so the tolerance is widened by 10 standard errors (stated in ``method``);
    a ``CompletenessWarning`` reports any remaining gap;
-4. for binary links (quadrature, one baseline) the exact posterior covariance of those
-   integrated gradients (``gpexplain.explain._link_covariance``: second-order Stein over
-   pairs of path nodes, its own node doubling until ``cov.sum((1, 2))`` equals
-   ``Var(p(x) - p(xt))`` to 1e-9 relative, then ``warn_if_incomplete``). Softmax and the
-   Taylor approximation return ``cov=None``; several baselines with ``return_cov=True`` are
-   refused (pairs of paths would couple).
+4. for binary links and the 2-class softmax (quadrature, one baseline) the exact posterior
+   covariance of those integrated gradients (``gpexplain.explain._link_covariance``:
+   second-order Stein over pairs of path nodes, its own node doubling until
+   ``cov.sum((1, 2))`` equals ``Var(p(x) - p(xt))`` to 1e-9 relative, then
+   ``warn_if_incomplete``). The 2-class softmax is the logistic of the latent difference,
+   ``S_c = sigma(f_c - f_other)``, a Gaussian process with independent parts, so it takes the
+   logit's path (``exact_covariance_latent``). Softmax with C >= 3: the same Stein expansion
+   with its 2C-dimensional expectations estimated by randomised QMC
+   (``gpexplain.explain._softmax_covariance``; standard error in ``method``, completeness
+   checked within it). The Taylor approximation returns ``cov=None``; several baselines
+   with ``return_cov=True`` are refused (pairs of paths would couple).
 """
 
 from __future__ import annotations
@@ -43,10 +48,11 @@ import numpy as np
 from gpexplain._validation import check_finite_result
 from gpexplain.accuracy import CompletenessWarning, warn_if_incomplete
 from gpexplain.attribution import Attribution
-from gpexplain.explain._link_covariance import integrated_gradient_covariance
+from gpexplain.explain._link_covariance import LatentTerm, integrated_gradient_covariance
+from gpexplain.explain._softmax_covariance import softmax_integrated_gradient_covariance
 from gpexplain.functionals.gradient import Gradient
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
-from gpexplain.links import APPROXIMATIONS, Link, Softmax, get_link
+from gpexplain.links import APPROXIMATIONS, Link, Logit, Softmax, get_link
 from gpexplain.parallel import default_chunk_size, map_chunks
 from gpexplain.posterior import as_posterior
 from gpexplain.posterior.base import Posterior
@@ -352,6 +358,27 @@ def _describe_link(linked: LinkedPosterior) -> str:
     return f"{link.name} link, class {linked.class_label!r}, {how}"
 
 
+def exact_covariance_latent(linked: LinkedPosterior, schemes):
+    """``(link, terms)`` of the binary link and latent ``sum_i c_i f_i`` whose integrated
+    gradients have the exact covariance of ``_link_covariance``, or None (Taylor; softmax
+    with C >= 3, whose covariance is estimated instead).
+
+    Binary: the one latent (the negative class's IG is minus the positive's, with the same
+    covariance). 2-class softmax: ``S_c(f) = 1 / (1 + exp(f_other - f_c)) = sigma(f_c -
+    f_other)``, the logistic of the difference of two independent latents.
+    """
+    link = linked.link
+    if link.approximation != "quadrature":
+        return None
+    if not isinstance(link, Softmax):
+        return link, [LatentTerm(1.0, linked.posteriors[0], schemes[0])]
+    if len(linked.posteriors) != 2:
+        return None
+    own, other = linked.target_class, 1 - linked.target_class
+    return Logit(), [LatentTerm(1.0, linked.posteriors[own], schemes[own]),
+                     LatentTerm(-1.0, linked.posteriors[other], schemes[other])]
+
+
 def _standard_error(linked: LinkedPosterior) -> float:
     return float(getattr(linked.link, "standard_error_", 0.0))
 
@@ -365,10 +392,11 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
     mean ``E[grad p(x)]``, covariance ``Cov[grad p(x)]`` (``approximation="quadrature"``,
     binary and softmax links; None for Taylor). Integrated gradients
     (``IntegratedGradient``; its ``baselines`` and ``rule`` must be Gauss-Legendre): mean as in
-    the module docstring, averaged over baselines; covariance exact for binary links with
-    ``approximation="quadrature"`` and one baseline (with ``difference_variance``
-    ``Var(p(x) - p(xt))``), None otherwise. ``prediction`` is ``E[p(x)]``,
-    ``baseline_prediction`` the average ``E[p(xt_b)]``.
+    the module docstring, averaged over baselines; covariance exact for binary links and the
+    2-class softmax with ``approximation="quadrature"`` and one baseline (with
+    ``difference_variance`` ``Var(p(x) - p(xt))``), estimated by randomised QMC for softmax
+    with C >= 3 (standard error in ``method``), None for Taylor.
+    ``prediction`` is ``E[p(x)]``, ``baseline_prediction`` the average ``E[p(xt_b)]``.
 
     Raises
     ------
@@ -376,15 +404,16 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
         Another functional (e.g. Shapley values), which has no probability-level form here.
     ValueError
         Bad X, an integrated-gradient rule other than Gauss-Legendre, or several baselines
-        with ``return_cov=True`` (binary links).
+        with ``return_cov=True`` (any link with a covariance).
 
     Warns
     -----
     gpexplain.CompletenessWarning
-        The mean or the covariance misses completeness (measured gaps in the message).
+        The mean or the covariance misses completeness (measured gaps in the message; an
+        estimated covariance by more than 4 of its standard errors).
     """
     X = linked.check_inputs(X)
-    difference_variance = None
+    difference_variance, sampled_cov = None, False
     schemes = [Gradient().bind(post.kernel, post.train_inputs) for post in linked.posteriors]
     n_basis = max(post.train_inputs.shape[0] for post in linked.posteriors)
     per_point = default_chunk_size(n_basis * len(schemes), X.shape[1], 2)
@@ -401,9 +430,11 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
                 "probability-level integrated gradients use Gauss-Legendre along the path; "
                 f"rule={functional.rule!r} is not available with a link."
             )
-        exact_cov = return_cov and linked.link.approximation == "quadrature" and not isinstance(
-            linked.link, Softmax)
-        if exact_cov and len(functional.baselines) > 1:
+        exact_cov = exact_covariance_latent(linked, schemes) if return_cov else None
+        # Softmax with C >= 3: the covariance estimated by randomised QMC (see module docs).
+        sampled_cov = (return_cov and exact_cov is None and isinstance(linked.link, Softmax)
+                       and linked.link.approximation == "quadrature")
+        if (exact_cov or sampled_cov) and len(functional.baselines) > 1:
             raise ValueError(
                 "the covariance of probability-level integrated gradients is available for one "
                 f"baseline; got {len(functional.baselines)}. Pass return_cov=False for the "
@@ -417,8 +448,20 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
         )
         if exact_cov:
             cov, difference_variance, cov_nodes = integrated_gradient_covariance(
-                linked.link, linked.posteriors[0], schemes[0], X, functional.baselines[0])
-            method += f"; covariance by second-order Stein, up to {cov_nodes}^2 node pairs"
+                *exact_cov, X, functional.baselines[0])
+            method += "; covariance by second-order Stein" + (
+                " on the logistic of the latent difference f_c - f_other"
+                if isinstance(linked.link, Softmax) else "")
+            method += f", up to {cov_nodes}^2 node pairs"
+        if sampled_cov:
+            link = linked.link
+            cov, difference_variance, cov_nodes, cov_error = (
+                softmax_integrated_gradient_covariance(
+                    link, linked.posteriors, schemes, linked.target_class, X,
+                    functional.baselines[0], first_nodes=nodes))
+            method += (f"; covariance by second-order Stein over up to {cov_nodes}^2 node "
+                       f"pairs, randomised QMC ({link.n_replicates} x {link.n_qmc} samples), "
+                       f"covariance standard error {cov_error:.2g}")
         method += ")"
     elif isinstance(functional, Gradient):
         full = return_cov and linked.link.approximation == "quadrature"
@@ -446,7 +489,8 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
         feature_names=linked.feature_names, method=method,
         difference_variance=difference_variance,
     )
-    if difference_variance is not None:
+    if difference_variance is not None and not sampled_cov:
+        # (an estimated covariance was checked within its standard error when computed)
         warn_if_incomplete(attribution, caller)
     return attribution
 

@@ -33,6 +33,11 @@ then reports any remaining gap through ``gpexplain.accuracy.warn_if_incomplete``
 a kink at zero distance (Matern 3/2, 5/2) make the double path integral converge only
 algebraically: the warning then states the measured gap.
 
+The latent may be a linear combination ``sum_i c_i f_i`` of independent latent posteriors
+(``LatentTerm``): its joint moments along the path are ``sum_i c_i`` (means) and
+``sum_i c_i^2`` (covariances) of each term's. A 2-class softmax is the logistic of
+``f_c - f_other`` (``S_c(f) = sigma(f_c - f_other)``), so its covariance is this one.
+
 Cost per point and rule: G^2 node pairs, each a 2-D quadrature (logit) and O(d^2) work, plus
 one kernel Hessian per pair for GPyTorch kernels. One point is processed at a time; memory is
 the (G, d, n_basis) gradient cross term of its path plus bounded blocks (32 MiB for the
@@ -41,13 +46,15 @@ weighted gradient covariance, about 100 MiB for the bivariate quadrature).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gpexplain.functionals.quadrature import quadrature_rule, weighted_pair_hessian
 from gpexplain.kernels.rbf import RBF
 from gpexplain.links import PAIR_ORDERS
 
-__all__ = ["integrated_gradient_covariance", "PATH_NODES", "PATH_RTOL"]
+__all__ = ["LatentTerm", "integrated_gradient_covariance", "PATH_NODES", "PATH_RTOL"]
 
 PATH_NODES = (8, 16, 32, 64, 128)
 #: Relative completeness of the covariance at which the node doubling stops (tighter than the
@@ -61,7 +68,38 @@ _PATH_ATOL = 1e-14
 _BLOCK_VALUES = 2**22
 
 
-def _path_moments(posterior, scheme, path):
+@dataclass(frozen=True)
+class LatentTerm:
+    """One term ``coefficient * f`` of the explained latent ``sum_i coefficient_i f_i``, the
+    f_i independent.
+
+    Attributes
+    ----------
+    coefficient : float
+    posterior : Posterior
+        The posterior of f (representer form).
+    scheme : Scheme
+        ``Gradient().bind(posterior.kernel, posterior.train_inputs)``.
+    """
+
+    coefficient: float
+    posterior: object
+    scheme: object
+
+
+def _path_moments(terms, path):
+    """``term_path_moments`` of the combination: means add with the coefficients,
+    covariances with their squares (independent terms); the last item is the list of the
+    terms' gradient cross terms."""
+    parts = [term_path_moments(term.posterior, term.scheme, path) for term in terms]
+    combined = [
+        sum(term.coefficient ** power * part[i] for term, part in zip(terms, parts, strict=True))
+        for i, power in enumerate((1, 1, 2, 2))
+    ]
+    return (*combined, [part[4] for part in parts])
+
+
+def term_path_moments(posterior, scheme, path):
     """Joint moments of f and grad f at the path nodes (G, d):
 
     mean (G,), gradient mean (G, d), ``Cov(f(s), f(t))`` (G, G),
@@ -81,7 +119,15 @@ def _path_moments(posterior, scheme, path):
     return mean, gradient_mean, 0.5 * (value_cov + value_cov.T), gradient_value, cross
 
 
-def _weighted_gradient_cov(posterior, scheme, path, cross, weights):
+def _weighted_gradient_cov(terms, path, crosses, weights):
+    """``sum_st W_st Cov(d_k f(s), d_l f(t))`` (d, d) of the combination (independent terms:
+    each term's, times its coefficient squared)."""
+    return sum(term.coefficient**2 * term_weighted_gradient_cov(term.posterior, term.scheme,
+                                                                 path, cross, weights)
+               for term, cross in zip(terms, crosses, strict=True))
+
+
+def term_weighted_gradient_cov(posterior, scheme, path, cross, weights):
     """``sum_st W_st Cov(d_k f(s), d_l f(t))`` (d, d): prior minus the representer part,
     ``sum_s cross_s Q (sum_t W_st cross_t)^T``, never forming the (G, G, d, d) array."""
     kernel = posterior.kernel
@@ -113,18 +159,18 @@ def _node_pair_expectations(link, mean, var, value_cov):
     return out
 
 
-def _covariance_on_rule(link, posterior, scheme, x, baseline, n_nodes):
+def _covariance_on_rule(link, terms, x, baseline, n_nodes):
     """The (d, d) covariance of the IG of ``sigma(f)`` at x with an n-node path rule."""
     delta = x - baseline
     t, w = quadrature_rule("gauss-legendre", n_nodes)
     path = baseline[None, :] + t[:, None] * delta[None, :]
-    mean, mu, value_cov, gradient_value, cross = _path_moments(posterior, scheme, path)
+    mean, mu, value_cov, gradient_value, crosses = _path_moments(terms, path)
     var = np.maximum(np.diag(value_cov), 0.0)
     e11, e21, e12, e31, e22, e13 = _node_pair_expectations(link, mean, var, value_cov)
     pair = w[:, None] * w[None, :]
     c = np.einsum("ssk->sk", gradient_value)  # Cov(d_k f(s), f(s))
     weights = pair * e11
-    moment = _weighted_gradient_cov(posterior, scheme, path, cross, weights) + mu.T @ weights @ mu
+    moment = _weighted_gradient_cov(terms, path, crosses, weights) + mu.T @ weights @ mu
     # The terms linear in one Cov(., a or b) come in transposed pairs (swap s and t, and
     # E[sigma^(p)(a) sigma^(q)(b)] becomes E[sigma^(q)(a) sigma^(p)(b)]): add each once, then
     # its transpose.
@@ -144,13 +190,20 @@ def _covariance_on_rule(link, posterior, scheme, x, baseline, n_nodes):
     return 0.5 * (cov + cov.T)
 
 
-def _difference_variance(link, posterior, x, baseline):
+def point_moments(posterior, points):
+    """Posterior mean (m,) and covariance (m, m) of f at a few points."""
+    values = posterior.kernel(points, posterior.train_inputs)
+    mean = posterior.mean + values @ posterior.alpha
+    return mean, posterior.kernel(points, points) - posterior.quadratic_form(values)
+
+
+def _difference_variance(link, terms, x, baseline):
     """``Var(sigma(f(x)) - sigma(f(xt)))`` from the joint Gaussian of (f(x), f(xt)): three
     bivariate expectations ``E[sigma(a) sigma(b)]`` (independent of the path rule)."""
     points = np.stack([x, baseline])
-    values = posterior.kernel(points, posterior.train_inputs)
-    mean = posterior.mean + values @ posterior.alpha
-    cov = posterior.kernel(points, points) - posterior.quadratic_form(values)
+    parts = [point_moments(term.posterior, points) for term in terms]
+    mean = sum(term.coefficient * part[0] for term, part in zip(terms, parts, strict=True))
+    cov = sum(term.coefficient**2 * part[1] for term, part in zip(terms, parts, strict=True))
     var = np.maximum(np.diag(cov), 0.0)
     first, second = np.array([0, 1, 0]), np.array([0, 1, 1])
     squares = link.pair_expectations(mean[first], mean[second], var[first], var[second],
@@ -160,16 +213,16 @@ def _difference_variance(link, posterior, x, baseline):
     return max(squares[0] + squares[1] - 2.0 * squares[2] - difference**2, 0.0)
 
 
-def integrated_gradient_covariance(link, posterior, scheme, X, baseline):
+def integrated_gradient_covariance(link, terms, X, baseline):
     """Posterior covariance of the integrated gradients of ``sigma(f)`` at each row of X.
 
     Parameters
     ----------
     link : gpexplain.links.Logit or Probit (approximation "quadrature")
-    posterior : Posterior
-        The latent posterior (log-odds of the positive class).
-    scheme : Scheme
-        ``Gradient().bind(posterior.kernel, posterior.train_inputs)``.
+    terms : sequence of LatentTerm
+        The latent ``f = sum_i c_i f_i`` (independent f_i): one term with coefficient 1 for a
+        binary classifier (log-odds of the positive class); ``f_c - f_other`` for a 2-class
+        softmax.
     X : ndarray (n_points, n_features)
     baseline : ndarray (n_features,)
         One baseline (several couple through pairs of paths: not supported here).
@@ -190,9 +243,9 @@ def integrated_gradient_covariance(link, posterior, scheme, X, baseline):
     for p, x in enumerate(X):
         if np.all(x == baseline):
             continue  # every path node coincides: IG is exactly 0, so is its covariance
-        target[p] = _difference_variance(link, posterior, x, baseline)
+        target[p] = _difference_variance(link, terms, x, baseline)
         for n_nodes in PATH_NODES:
-            cov[p] = _covariance_on_rule(link, posterior, scheme, x, baseline, n_nodes)
+            cov[p] = _covariance_on_rule(link, terms, x, baseline, n_nodes)
             if abs(cov[p].sum() - target[p]) <= PATH_RTOL * target[p] + _PATH_ATOL:
                 break
         used = max(used, n_nodes)

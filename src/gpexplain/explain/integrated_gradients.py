@@ -189,11 +189,19 @@ def integrated_gradients(
         path integral commute), by Gauss-Legendre with the node count doubled until
         ``mean.sum(1) == E[p(x)] - E[p(xt)]`` to 1e-10 (softmax by randomised QMC, C > 3: to
         10 standard errors, stated in ``method``; a ``CompletenessWarning`` reports a larger
-        gap). ``cov``: for logit and probit (``approximation="quadrature"``, one baseline)
-        the exact posterior covariance of these attributions (second-order Stein over pairs
-        of path nodes, ``gpexplain.explain._link_covariance``), complete to
+        gap). ``cov``: for logit, probit and the 2-class softmax
+        (``approximation="quadrature"``, one baseline) the exact posterior covariance of these
+        attributions (second-order Stein over pairs of path nodes,
+        ``gpexplain.explain._link_covariance``; the 2-class softmax as the logistic of the
+        latent difference ``f_c - f_other``), complete to
         ``difference_variance = Var(p(x) - p(xt))`` (1e-9 relative for RBF kernels; Matern
-        kernels converge algebraically and warn with the gap); None for softmax and Taylor.
+        kernels converge algebraically and warn with the gap). Softmax with C >= 3: the same
+        second-order Stein expansion with its 2C-dimensional expectations estimated by
+        randomised QMC over joint samples of the latents along the path
+        (``gpexplain.explain._softmax_covariance``; the link's ``n_qmc``, ``n_replicates``
+        and ``seed``), its largest standard error in ``method``, ``difference_variance``
+        estimated from the same samples and completeness checked to 4 standard errors. None
+        for Taylor.
         ``prediction`` and ``baseline_prediction`` are ``E[p]``; ``method`` and ``n_steps``
         are not used. Defaults and classes as in ``gx.gradients``.
     output : {"probability", "latent"}, optional
