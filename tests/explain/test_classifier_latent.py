@@ -160,3 +160,19 @@ def test_probit_and_two_class_softmax_latents_are_named(data):
     assert result.method.endswith("of the softmax latent of class 'no'")
     np.testing.assert_array_equal(result.mean,
                                   gx.shapley_values(softmax.posteriors_[0], X[:2]).mean)
+
+
+@pytest.mark.parametrize("explain", [gx.integrated_gradients, gx.gradients])
+def test_latent_level_gradients_name_the_class_they_explain(data, binary_model,
+                                                          three_class_model, explain):
+    X, _, _ = data
+    points = X[:2]
+    binary = explain(binary_model, points, output="latent")
+    direct = explain(binary_model.posterior_, points)
+    np.testing.assert_array_equal(binary.mean, direct.mean)
+    assert binary.method == f"{direct.method} of the latent log-odds of class 'yes'"
+    softmax = explain(three_class_model, points, output="latent", target_class="c")
+    np.testing.assert_array_equal(softmax.mean, explain(three_class_model.posteriors_[2],
+                                                        points).mean)
+    assert softmax.method.endswith("of the softmax latent of class 'c'")
+    assert "latent" not in direct.method

@@ -41,7 +41,7 @@ expectation under the latent Gaussian posterior (``gpexplain.links``). This modu
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -58,7 +58,8 @@ from gpexplain.posterior import as_posterior
 from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.mixture import MixturePosterior
 
-__all__ = ["LinkedPosterior", "latent_posterior", "resolve_output", "explain_linked", "OUTPUTS"]
+__all__ = ["LinkedPosterior", "latent_posterior", "resolve_output", "name_latent",
+           "explain_linked", "OUTPUTS"]
 
 OUTPUTS = ("probability", "latent")
 COMPLETENESS_TOLERANCE = 1e-10
@@ -233,7 +234,9 @@ def resolve_output(model_or_posterior, link=None, output=None, target_class=None
 
     Returns
     -------
-    Posterior or MixturePosterior (latent output) or LinkedPosterior
+    (Posterior or MixturePosterior or LinkedPosterior, str or None)
+        What to explain, and for a classifier's latent what it is (as ``latent_posterior``
+        returns it, for ``name_latent``); None for probabilities and regressions.
 
     Raises
     ------
@@ -254,7 +257,7 @@ def resolve_output(model_or_posterior, link=None, output=None, target_class=None
     if output == "latent":
         if approximation != "quadrature":
             raise ValueError("approximation applies to output='probability' only.")
-        return _pick_latent(posteriors, chosen, classes, target_class)[0]
+        return _pick_latent(posteriors, chosen, classes, target_class)
     if chosen is None:
         raise ValueError(
             "output='probability' needs a link: pass link='logit' or 'probit' for a latent "
@@ -271,7 +274,17 @@ def resolve_output(model_or_posterior, link=None, output=None, target_class=None
             "needs one per class (C >= 2), logit/probit exactly one."
         )
     index = _class_index(classes, target_class, None if multiclass else 1)
-    return LinkedPosterior(posteriors, chosen, index, np.asarray(classes).tolist()[index])
+    return LinkedPosterior(posteriors, chosen, index, np.asarray(classes).tolist()[index]), None
+
+
+def name_latent(result, latent: str | None):
+    """``result`` with "of the <latent>" appended to its ``method`` when it explains a
+    classifier's latent (``latent`` from ``resolve_output`` or ``latent_posterior``), so the
+    log-odds of one class is never mistaken for a regression's output. Results written to a
+    file (``output_path``) and regressions (``latent`` None) pass unchanged."""
+    if latent is None or not isinstance(result, Attribution):
+        return result
+    return replace(result, method=f"{result.method} of the {latent}")
 
 
 # -- joint Gaussian moments of f(x) and grad f(x) ---------------------------------------------

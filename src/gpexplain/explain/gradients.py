@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
-from gpexplain.explain._link import resolve_output
+from gpexplain.explain._link import name_latent, resolve_output
 from gpexplain.explain.integrated_gradients import resolve_baseline
 from gpexplain.functionals.gradient import Gradient
 
@@ -140,11 +140,12 @@ def gradients(
             "baseline applies only to gradient x input; pass gradient_x_input=True, or drop "
             "baseline for plain gradients (which have no reference point)."
         )
-    posterior = resolve_output(model_or_posterior, link, output, target_class, approximation)
+    posterior, latent = resolve_output(model_or_posterior, link, output, target_class,
+                                       approximation)
     if baseline is not None:
         baseline = resolve_baseline(baseline, posterior.data_inputs, posterior.feature_names)
-    return explain(
+    return name_latent(explain(
         posterior, X, Gradient(gradient_x_input, baseline), return_cov=return_cov,
         chunk_size=chunk_size, client=client,
         output_path=output_path, caller="gradients",
-    )
+    ), latent)

@@ -20,7 +20,7 @@ import pandas as pd
 from gpexplain._validation import order_by_name, to_numpy
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
-from gpexplain.explain._link import resolve_output
+from gpexplain.explain._link import name_latent, resolve_output
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
 
 __all__ = ["integrated_gradients", "resolve_baseline", "resolve_baselines", "BASELINE_NAMES"]
@@ -244,10 +244,11 @@ def integrated_gradients(
         The result misses completeness (or a covariance is indefinite) beyond
         ``gpexplain.accuracy.COMPLETENESS_RTOL``, with the measured gaps.
     """
-    posterior = resolve_output(model_or_posterior, link, output, target_class, approximation)
+    posterior, latent = resolve_output(model_or_posterior, link, output, target_class,
+                                       approximation)
     baselines = resolve_baselines(baseline, posterior.data_inputs, posterior.feature_names)
     functional = IntegratedGradient(baselines, method=method, rule=rule, n_steps=n_steps)
-    return explain(
+    return name_latent(explain(
         posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
         client=client, output_path=output_path, caller="integrated_gradients",
-    )
+    ), latent)

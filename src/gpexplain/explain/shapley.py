@@ -29,14 +29,12 @@ interaction order), by leave-one-out elementary symmetric polynomials; never 2^d
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
-from gpexplain.explain._link import latent_posterior
+from gpexplain.explain._link import latent_posterior, name_latent
 from gpexplain.explain.integrated_gradients import resolve_baseline
 from gpexplain.functionals.product_shapley import GAMES, ProductShapley
 from gpexplain.functionals.shapley import AdditiveShapley, not_additive_message
@@ -172,9 +170,7 @@ def shapley_values(
         posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
         client=client, output_path=output_path, caller="shapley_values",
     )
-    if latent is None or not isinstance(result, Attribution):  # a regression, or a file
-        return result
-    return replace(result, method=f"{result.method} of the {latent}")
+    return name_latent(result, latent)
 
 
 def _shapley_functional(posterior, game, baseline, background, measure):
