@@ -52,3 +52,22 @@ def test_baseline_distribution_cost_is_refused(wide_posterior):
     # 12 baselines: 66 two-path terms of 2 x 64^2 node pairs x 30 features each.
     with pytest.raises(ValueError, match=r"12 baseline\(s\).*fewer baselines"):
         gx.integrated_gradients(posterior, X[:1] + 0.5, baseline=X, n_steps=128)
+
+
+def test_mean_only_skips_the_prior_term(wide_posterior, monkeypatch):
+    # The prior term's node pairs (its staggered rule) are the expensive part; the mean does
+    # not need them (they made the mean-only call above take 90 s per point).
+    from gpexplain.functionals import quadrature
+
+    posterior, X = wide_posterior
+    with_cov = gx.integrated_gradients(posterior, X[:2] + 0.5, rule="trapezoid", n_steps=64)
+
+    def refuse(nodes):
+        raise AssertionError("the prior term was computed for return_cov=False")
+
+    monkeypatch.setattr(quadrature, "staggered_rule", refuse)
+    with pytest.warns(gx.CompletenessWarning):
+        mean_only = gx.integrated_gradients(posterior, X[:2] + 0.5, rule="trapezoid",
+                                            n_steps=64, return_cov=False)
+    np.testing.assert_allclose(mean_only.mean, with_cov.mean, rtol=0,
+                               atol=1e-12 * np.abs(with_cov.mean).max())

@@ -296,27 +296,36 @@ class PlainQuadrature(_Quadrature):
         return len(self.nodes) * (len(self.nodes) + 1)  # with the staggered rule
 
     def path_cross_and_prior(self, X, baseline):
-        def evaluate(points, nodes, weights):
-            return integrated_gradient_functionals(
-                self.torch_kernel, points, baseline, self.Z, nodes, weights
-            )
-
-        def gap(points, result):
-            cross, prior = result
-            k_x, k_b = self.kernel(points, self.Z), self.kernel(baseline[None, :], self.Z)
-            cross_gap = np.max(np.abs(cross.sum(axis=1) - (k_x - k_b)), axis=1)
-            k_xx, k_bb = self.kernel.diag(points), self.kernel.diag(baseline[None, :])
-            k_xb = self.kernel(points, baseline[None, :])[:, 0]
-            prior_gap = np.abs(prior.sum(axis=(1, 2)) - (k_xx + k_bb - 2.0 * k_xb))
-            return np.maximum(cross_gap, prior_gap) / np.maximum(np.abs(k_xx), np.abs(k_bb))
-
-        return self._adaptive(X, evaluate, gap)
+        return self._refined(X, baseline, with_prior=True)
 
     def path_cross(self, X, baseline):
-        return self.path_cross_and_prior(X, baseline)[0]
+        # The mean alone skips the prior term's n_nodes^2 node pairs (trapezoid, 1024 steps,
+        # 30 features: 90 s per point with them).
+        return self._refined(X, baseline, with_prior=False)[0]
 
     def path_prior(self, X, baseline):
         return self.path_cross_and_prior(X, baseline)[1]
+
+    def _refined(self, X, baseline, with_prior):
+        """The cross term (and the prior term ``with_prior``) of one path, refined until the
+        completeness identities of what was computed hold."""
+        def evaluate(points, nodes, weights):
+            result = integrated_gradient_functionals(
+                self.torch_kernel, points, baseline, self.Z, nodes, weights, with_prior
+            )
+            return result if with_prior else result[:1]
+
+        def gap(points, result):
+            k_x, k_b = self.kernel(points, self.Z), self.kernel(baseline[None, :], self.Z)
+            cross_gap = np.max(np.abs(result[0].sum(axis=1) - (k_x - k_b)), axis=1)
+            k_xx, k_bb = self.kernel.diag(points), self.kernel.diag(baseline[None, :])
+            if with_prior:
+                k_xb = self.kernel(points, baseline[None, :])[:, 0]
+                prior_gap = np.abs(result[1].sum(axis=(1, 2)) - (k_xx + k_bb - 2.0 * k_xb))
+                cross_gap = np.maximum(cross_gap, prior_gap)
+            return cross_gap / np.maximum(np.abs(k_xx), np.abs(k_bb))
+
+        return self._adaptive(X, evaluate, gap)
 
     def _adaptive(self, X, evaluate, gap):
         """``evaluate(points, nodes, weights)`` (a tuple of per-point arrays), refined by

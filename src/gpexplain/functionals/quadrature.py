@@ -136,7 +136,8 @@ def integrated_gradient_functionals(
     Z: np.ndarray,
     nodes: np.ndarray,
     weights: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
+    with_prior: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Quadrature versions of the integrated-gradient cross and prior terms.
 
     Parameters
@@ -147,11 +148,14 @@ def integrated_gradient_functionals(
     Z : ndarray (n_train, n_features)
     nodes, weights : ndarray (n_nodes,)
         A rule on [0, 1] (see ``quadrature_rule``).
+    with_prior : bool, default True
+        False skips the prior term (None): the mean needs the cross term only, and the
+        prior's node pairs cost n_nodes times its kernel derivatives.
 
     Returns
     -------
     cross : ndarray (n_points, n_features, n_train)
-    prior : ndarray (n_points, n_features, n_features)
+    prior : ndarray (n_points, n_features, n_features), or None without ``with_prior``
     """
     moved = np.any(X != baseline[None, :], axis=1)
     if not moved.all():
@@ -160,10 +164,12 @@ def integrated_gradient_functionals(
         cross = np.zeros((X.shape[0], X.shape[1], Z.shape[0]))
         prior = np.zeros((X.shape[0], X.shape[1], X.shape[1]))
         if moved.any():
-            cross[moved], prior[moved] = integrated_gradient_functionals(
-                torch_kernel, X[moved], baseline, Z, nodes, weights
+            cross[moved], prior_moved = integrated_gradient_functionals(
+                torch_kernel, X[moved], baseline, Z, nodes, weights, with_prior
             )
-        return cross, prior
+            if with_prior:
+                prior[moved] = prior_moved
+        return cross, (prior if with_prior else None)
 
     import torch
 
@@ -183,6 +189,8 @@ def integrated_gradient_functionals(
     gradient = _gradient(values.sum(), left)
     gradient = gradient.reshape(n_points, n_nodes, n_train, n_features)
     cross = torch.einsum("k,pkni->pin", w, gradient) * delta[:, :, None]
+    if not with_prior:
+        return cross.numpy(), None
 
     # Prior term: mixed second derivative of k(g_k, g'_l), weighted by w_k w'_l.
     nodes2, weights2 = staggered_rule(nodes)
