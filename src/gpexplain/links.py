@@ -45,7 +45,7 @@ import warnings
 from functools import cache
 
 import numpy as np
-from scipy.special import expit, log_softmax, ndtr, roots_hermite
+from scipy.special import expit, log_softmax, ndtr, ndtri, roots_hermite
 from scipy.stats import qmc
 
 __all__ = ["Link", "Logit", "Probit", "Softmax", "get_link", "LINK_NAMES"]
@@ -586,15 +586,19 @@ class Softmax(Link):
             return _difference_rule(function, mean, var)
         return self._quasi_monte_carlo(function, mean, var)
 
-    def _quasi_monte_carlo(self, function, mean, var):
-        from scipy.special import ndtri
-
-        C = mean.shape[1]
+    def scrambled_normals(self, dimension: int):
+        """Standard normal draws, one (n_qmc, dimension) array per replicate: independent
+        scramblings (``seed``) of one Sobol' sequence, mapped through the normal quantile."""
         rng = np.random.default_rng(self.seed)
-        replicates = []
         for _ in range(self.n_replicates):
-            uniform = qmc.Sobol(C, scramble=True, seed=rng).random(self.n_qmc)
-            normal = ndtri(np.clip(uniform, 1e-300, 1.0 - 1e-16))
+            uniform = qmc.Sobol(dimension, scramble=True, seed=rng).random(self.n_qmc)
+            # a scrambled point can be exactly 0: clip so the quantile stays finite
+            yield ndtri(np.clip(uniform, 1e-300, 1.0 - 1e-16))
+
+    def _quasi_monte_carlo(self, function, mean, var):
+        C = mean.shape[1]
+        replicates = []
+        for normal in self.scrambled_normals(C):
             batch = max(1, _MAX_TENSOR_SIZE // (self.n_qmc * C))
             replicates.append(np.concatenate([
                 function(mean[i:i + batch, None, :]

@@ -190,18 +190,11 @@ def _covariance_on_rule(link, terms, x, baseline, n_nodes):
     return 0.5 * (cov + cov.T)
 
 
-def point_moments(posterior, points):
-    """Posterior mean (m,) and covariance (m, m) of f at a few points."""
-    values = posterior.kernel(points, posterior.train_inputs)
-    mean = posterior.mean + values @ posterior.alpha
-    return mean, posterior.kernel(points, points) - posterior.quadratic_form(values)
-
-
 def _difference_variance(link, terms, x, baseline):
     """``Var(sigma(f(x)) - sigma(f(xt)))`` from the joint Gaussian of (f(x), f(xt)): three
     bivariate expectations ``E[sigma(a) sigma(b)]`` (independent of the path rule)."""
     points = np.stack([x, baseline])
-    parts = [point_moments(term.posterior, points) for term in terms]
+    parts = [term.posterior.predict(points, return_cov=True) for term in terms]
     mean = sum(term.coefficient * part[0] for term, part in zip(terms, parts, strict=True))
     cov = sum(term.coefficient**2 * part[1] for term, part in zip(terms, parts, strict=True))
     var = np.maximum(np.diag(cov), 0.0)

@@ -48,13 +48,11 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.special import log_softmax, ndtri
-from scipy.stats import qmc
+from scipy.special import log_softmax
 
 from gpexplain.accuracy import CompletenessWarning
 from gpexplain.explain._link_covariance import (
     PATH_RTOL,
-    point_moments,
     term_path_moments,
     term_weighted_gradient_cov,
 )
@@ -150,7 +148,7 @@ def _estimate_on_rule(link, posteriors, schemes, target, x, baseline, n_nodes):
     mu = np.stack([m[1] for m in moments])  # (C, G, d)
     mixed = np.stack([m[3] for m in moments])  # (C, G, G, d): [i, s, t] Cov(grad f_i(s), f_i(t))
     own = np.einsum("issk->isk", mixed)
-    value_moments = [point_moments(post, points) for post in posteriors]
+    value_moments = [post.predict(points, return_cov=True) for post in posteriors]
     value_mean = np.stack([m for m, _ in value_moments])  # (C, G + 2)
     roots = np.stack([_sqrt_psd(cov) for _, cov in value_moments])  # (C, G + 2, G + 2)
 
@@ -159,11 +157,9 @@ def _estimate_on_rule(link, posteriors, schemes, target, x, baseline, n_nodes):
                                           pair_weights)
 
     n_classes, dimension = value_mean.shape
-    rng = np.random.default_rng(link.seed)
     covs, gaps, second_moments, means, squares, differences = [], [], [], [], [], []
-    for _ in range(link.n_replicates):
-        uniform = qmc.Sobol(n_classes * dimension, scramble=True, seed=rng).random(link.n_qmc)
-        normal = ndtri(np.clip(uniform, 1e-300, 1.0 - 1e-16)).reshape(-1, n_classes, dimension)
+    for normal in link.scrambled_normals(n_classes * dimension):
+        normal = normal.reshape(-1, n_classes, dimension)
         latents = value_mean + np.einsum("jab,njb->nja", roots, normal)
         pairs, first_sum, diagonal_sum, ends = _sample_expectations(target, latents, n_nodes)
         n = len(latents)
