@@ -136,8 +136,8 @@ class ProductStructure:
         is not small the plain difference is as accurate), and ``c = d - sum_t w_t d(x, t)``:
         d is of the order of c, so this subtraction keeps c's digits.
         """
-        sections = self.feature_matrix(j, x, atoms)
         log_k = self.log_feature_matrix(j, x, atoms)
+        sections = np.exp(log_k)  # the feature matrix, from the logs already at hand
         ref = int(np.argmin(np.abs(atoms - weights @ atoms)))
         exponent = log_k - log_k[:, ref:ref + 1]
         at_ref = sections[:, ref:ref + 1]
