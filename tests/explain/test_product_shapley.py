@@ -327,7 +327,7 @@ def test_kernels_without_product_structure_are_refused(kernel):
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"game": "conditional"}, "game must be one of"),
+        ({"game": "conditional"}, "unknown Shapley game .conditional."),
         ({"game": "interventional"}, "needs background="),
         ({"game": "product-measure"}, "needs measure="),
         ({"game": "baseline", "background": BACKGROUND}, "does not apply to the baseline game"),

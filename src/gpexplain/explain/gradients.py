@@ -22,10 +22,10 @@ Two different quantities are easy to confuse, and only the first is computed her
 
 from __future__ import annotations
 
+from gpexplain._baselines import resolve_baseline
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
 from gpexplain.explain._link import name_latent, resolve_output
-from gpexplain.explain.integrated_gradients import resolve_baseline
 from gpexplain.functionals.gradient import Gradient
 
 __all__ = ["gradients"]

@@ -35,11 +35,9 @@ from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
 from gpexplain.explain._link import latent_posterior, name_latent
-from gpexplain.explain.integrated_gradients import resolve_baseline
-from gpexplain.functionals.product_shapley import GAMES, ProductShapley
+from gpexplain.functionals.games import GAMES
 from gpexplain.functionals.shapley import AdditiveShapley, not_additive_message
 from gpexplain.global_attribution import GlobalShapleyValues
-from gpexplain.kernels.measures import Empirical, Gaussian, Uniform
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.parallel import default_chunk_size
 from gpexplain.posterior import as_posterior
@@ -174,16 +172,11 @@ def shapley_values(
 
 
 def _shapley_functional(posterior, game, baseline, background, measure):
-    """Validate the game's arguments and build its functional (``AdditiveShapley`` or
-    ``ProductShapley``)."""
-    given = {
-        name: value
-        for name, value in (("baseline", baseline), ("background", background),
-                            ("measure", measure))
-        if value is not None
-    }
-    implied = {"baseline": "baseline", "background": "interventional",
-               "measure": "product-measure"}
+    """Validate the game's arguments and build its functional (``AdditiveShapley``, or the
+    ``ProductShapley`` of a game in ``GAMES``)."""
+    arguments = {"baseline": baseline, "background": background, "measure": measure}
+    given = {name: value for name, value in arguments.items() if value is not None}
+    implied = {entry.argument: name for name, entry in GAMES.items()}
     kernel = _kernel_of(posterior)
     if game is None:
         if len(given) > 1:
@@ -195,8 +188,7 @@ def _shapley_functional(posterior, game, baseline, background, measure):
             game = implied[next(iter(given))]
         else:
             game = "product-measure" if isinstance(kernel, OrthogonalAdditive) else "baseline"
-    if game not in GAMES:
-        raise ValueError(f"game must be one of {GAMES}, got {game!r}.")
+    entry = GAMES.get(game)
     for name in given:
         if implied[name] != game:
             raise ValueError(
@@ -212,33 +204,7 @@ def _shapley_functional(posterior, game, baseline, background, measure):
                 "baseline explanations."
             )
         return AdditiveShapley()
-    if game == "baseline":
-        point = resolve_baseline(
-            "mean" if baseline is None else baseline, posterior.data_inputs,
-            posterior.feature_names,
-        )
-        return ProductShapley(game, references=point[None, :])
-    if game == "interventional":
-        if background is None:
-            raise ValueError(
-                "game='interventional' needs background= (rows whose values fill the absent "
-                "features, e.g. a sample of the training inputs)."
-            )
-        rows = posterior.check_inputs(background, "background")
-        if rows.shape[0] == 0:
-            raise ValueError("background must have at least one row.")
-        return ProductShapley(game, references=rows)
-    if measure is None:
-        raise ValueError(
-            "game='product-measure' needs measure= (gx.measures.Gaussian(mean, std), "
-            "gx.measures.Empirical(X) or gx.measures.Uniform(low, high))."
-        )
-    if not isinstance(measure, Gaussian | Empirical | Uniform):
-        raise TypeError(
-            "measure must be gx.measures.Gaussian, Empirical or Uniform, got "
-            f"{type(measure).__name__}."
-        )
-    return ProductShapley(game, measure=measure.resolve(posterior.n_features))
+    return entry.functional(game, posterior, arguments[entry.argument])
 
 
 def _kernel_of(posterior):

@@ -5,14 +5,15 @@ the features outside a coalition S from a reference distribution R,
 
     v(S) = E_{r ~ R} f(x_S, r_{-S}),
 
-three references are offered (``GAMES``): one point xt ("baseline"), the rows of a background
-sample averaged jointly ("interventional": the game of shap's Exact and Permutation explainers
-and KernelSHAP), or a product measure ``prod_j p_j`` ("product-measure"). Each kernel section
-``g_n = k(., z_n)`` of the posterior mean gives a product game ``v_n(S) = s2 E_r prod_{j in S}
-p_j prod_{j not in S} q_j(r)`` with ``p_j = k_j(x_j, z_nj)`` and ``q_j = k_j(r_j, z_nj)`` (the
-product measure: ``q_j = mu_j(z_nj)``, the kernel mean embedding). The Shapley value of a
-multilinear game is the integral of the partial derivative of its multilinear extension along
-the diagonal (Owen 1972, *Multilinear extensions of games*), so
+three references are offered (the games of ``gpexplain.functionals.games``): one point xt
+("baseline"), the rows of a background sample averaged jointly ("interventional": the game of
+shap's Exact and Permutation explainers and KernelSHAP), or a product measure ``prod_j p_j``
+("product-measure"). Each kernel section ``g_n = k(., z_n)`` of the posterior mean gives a
+product game ``v_n(S) = s2 E_r prod_{j in S} p_j prod_{j not in S} q_j(r)`` with ``p_j =
+k_j(x_j, z_nj)`` and ``q_j = k_j(r_j, z_nj)`` (the product measure: ``q_j = mu_j(z_nj)``, the
+kernel mean embedding). The Shapley value of a multilinear game is the integral of the partial
+derivative of its multilinear extension along the diagonal (Owen 1972, *Multilinear extensions
+of games*), so
 
     A_i(x, z_n) = s2 E_r (p_i - q_i) int_0^1 prod_{j != i} (q_j + t (p_j - q_j)) dt,
 
@@ -47,9 +48,7 @@ from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
 from gpexplain.kernels.product import product_structure
 from gpexplain.kernels.rbf import RBF
 
-__all__ = ["GAMES", "ProductShapley", "gauss_legendre_unit", "not_product_message"]
-
-GAMES = ("baseline", "interventional", "product-measure")
+__all__ = ["ProductShapley", "gauss_legendre_unit", "not_product_message"]
 
 
 def not_product_message(kernel, what: str = "exact Shapley values") -> str:
@@ -103,7 +102,8 @@ class ProductShapley(LinearFunctional):
 
     Parameters
     ----------
-    game : {"baseline", "interventional", "product-measure"}
+    game : str
+        A name in ``gpexplain.functionals.games.GAMES``; "baseline" explains from one point.
     references : ndarray (n_references, n_features), optional
         The baseline (one row) or the background rows; validated by the caller.
     measure : gx.measures.Gaussian, Empirical or Uniform, optional

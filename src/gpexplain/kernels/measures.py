@@ -25,9 +25,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._registry import Registry
 from gpexplain._validation import as_feature_matrix
 
-__all__ = ["Gaussian", "Empirical", "Uniform"]
+__all__ = ["MEASURES", "Gaussian", "Empirical", "Uniform", "check_measure"]
+
+# Every input measure, registered under the name the estimators' ``measure=`` options use.
+MEASURES = Registry("measure")
 
 
 # Above this ratio of squared lengthscale to variance the closed-form second moment cancels
@@ -115,6 +119,7 @@ class _PerFeaturePair:
                             for value in self._pair()))
 
 
+@MEASURES.register("gaussian")
 class Gaussian(_PerFeaturePair):
     """Independent Gaussian features: ``p_i = N(mean_i, std_i^2)``.
 
@@ -253,6 +258,7 @@ class Gaussian(_PerFeaturePair):
         return np.einsum("m,amd,bmd->abd", weights, left, right)
 
 
+@MEASURES.register("empirical")
 class Empirical:
     """Empirical product measure: feature i is uniform over the column ``X[:, i]``.
 
@@ -336,6 +342,7 @@ class Empirical:
         return atoms, np.full(atoms.shape[0], 1.0 / atoms.shape[0])
 
 
+@MEASURES.register("uniform")
 class Uniform(_PerFeaturePair):
     """Independent uniform features: ``p_i = U(low_i, high_i)``, e.g. a BoTorch / Ax box.
 
@@ -408,3 +415,25 @@ class Uniform(_PerFeaturePair):
         nodes = edges[:-1, None] + 0.5 * width * (x + 1.0)
         weights = 0.5 * width * w / (high - low)
         return nodes.ravel(), weights.ravel()
+
+
+def check_measure(measure, accepted=None):
+    """Return ``measure`` if it is an instance of a registered measure (of ``accepted`` ones).
+
+    Parameters
+    ----------
+    measure : object
+    accepted : tuple of str, optional
+        Names in ``MEASURES`` that the caller supports; all registered measures by default.
+
+    Raises
+    ------
+    TypeError
+        ``measure`` is not an instance of an accepted measure; the message names them.
+    """
+    names = MEASURES.names() if accepted is None else accepted
+    classes = tuple(MEASURES.get(name) for name in names)
+    if not isinstance(measure, classes):
+        listed = ", ".join(f"gx.measures.{cls.__name__}" for cls in classes)
+        raise TypeError(f"measure must be one of {listed}; got {type(measure).__name__}.")
+    return measure

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpexplain.kernels.gpytorch_tree import Frame, KernelTreeVisitor
-from gpexplain.kernels.measures import Empirical, Gaussian, Uniform
+from gpexplain.kernels.measures import Empirical, Uniform, check_measure
 
 __all__ = ["Factor", "ProductStructure", "product_structure"]
 
@@ -392,11 +392,8 @@ class ProductStructure:
 
     def _gaussian_squared_lengthscales(self, measure) -> np.ndarray:
         """Per feature, the squared lengthscale of the product of its SE factors (inf if none)."""
-        if not isinstance(measure, Gaussian):
-            raise TypeError(
-                "measure must be gx.measures.Gaussian, Empirical or Uniform, got "
-                f"{type(measure).__name__}."
-            )
+        # Atom measures (Empirical, Uniform) never reach here: what remains must be Gaussian.
+        check_measure(measure)
         inverse = np.zeros(self.n_features)
         for j, factors in enumerate(self.factors):
             for factor in factors:

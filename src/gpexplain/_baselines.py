@@ -1,0 +1,94 @@
+"""Baselines of integrated gradients, gradients and the baseline Shapley game.
+
+A baseline is the reference point an attribution is measured from: a named statistic of the
+training inputs ("mean", "median", "zeros"), a vector of feature values (labelled vectors are
+matched to the model's features by name), or, for integrated gradients, a sample of such points
+(a baseline distribution, explained as the expected attribution).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from gpexplain._validation import order_by_name, to_numpy
+
+__all__ = ["BASELINE_NAMES", "resolve_baseline", "resolve_baselines"]
+
+BASELINE_NAMES = ("mean", "median", "zeros")
+
+
+def resolve_baseline(baseline, train_inputs: np.ndarray, feature_names: list[str]) -> np.ndarray:
+    """Turn a baseline specification into a vector of shape (n_features,).
+
+    Parameters
+    ----------
+    baseline : {"mean", "median", "zeros"} or array-like of shape (n_features,)
+        ``"mean"`` and ``"median"`` are taken over the training inputs, column by column.
+
+    Raises
+    ------
+    ValueError
+        Unknown name, wrong length, non-finite entries, or pandas labels that are not the
+        model's feature names (labelled baselines are matched by name).
+    """
+    if isinstance(baseline, str):
+        if baseline == "mean":
+            return train_inputs.mean(axis=0)
+        if baseline == "median":
+            return np.median(train_inputs, axis=0)
+        if baseline == "zeros":
+            return np.zeros(train_inputs.shape[1])
+        raise ValueError(
+            f"unknown baseline {baseline!r}; use one of {BASELINE_NAMES} or a vector of "
+            f"{train_inputs.shape[1]} feature values."
+        )
+    if isinstance(baseline, pd.Series | pd.DataFrame):
+        baseline = order_by_name(baseline, feature_names, "baseline").to_numpy()
+    vector = np.asarray(to_numpy(baseline), dtype=np.float64).reshape(-1)
+    if vector.shape[0] != train_inputs.shape[1]:
+        raise ValueError(
+            f"baseline has {vector.shape[0]} values but the model has {train_inputs.shape[1]} "
+            f"features ({', '.join(feature_names)})."
+        )
+    if not np.all(np.isfinite(vector)):
+        bad = feature_names[int(np.flatnonzero(~np.isfinite(vector))[0])]
+        raise ValueError(f"baseline has a non-finite value for feature {bad!r}.")
+    return vector
+
+
+
+def resolve_baselines(baseline, train_inputs: np.ndarray, feature_names: list[str]) -> np.ndarray:
+    """Turn a baseline specification into a (n_baselines, n_features) array.
+
+    Parameters
+    ----------
+    baseline : {"mean", "median", "zeros"}, array-like of shape (n_features,) or
+        (n_baselines, n_features) (NumPy, pandas DataFrame/Series or torch)
+        One reference point, or a sample of them (a baseline distribution).
+
+    Raises
+    ------
+    ValueError
+        Unknown name, wrong number of features, no rows, non-finite entries, or more than two
+        dimensions.
+    """
+    if isinstance(baseline, str | pd.Series):
+        return resolve_baseline(baseline, train_inputs, feature_names)[None, :]
+    if isinstance(baseline, pd.DataFrame):
+        baseline = order_by_name(baseline, feature_names, "baseline").to_numpy()
+    array = np.asarray(to_numpy(baseline), dtype=np.float64)
+    if array.ndim <= 1:
+        return resolve_baseline(array, train_inputs, feature_names)[None, :]
+    if array.ndim > 2 or array.shape[0] == 0:
+        raise ValueError(
+            f"baseline must be a vector of {train_inputs.shape[1]} feature values or an "
+            f"(n_baselines, {train_inputs.shape[1]}) array with at least one row, got shape "
+            f"{array.shape}."
+        )
+    for row, vector in enumerate(array):
+        try:
+            resolve_baseline(vector, train_inputs, feature_names)
+        except ValueError as error:
+            raise ValueError(f"baseline row {row}: {error}") from None
+    return array
