@@ -114,7 +114,7 @@ METHODS.register("shapley", Method(
 METHODS.register("global-shapley", Method(
     global_shapley_values,
     "global Shapley values of an orthogonal additive GP (its variance decomposition)",
-    local=False, levels=("latent",), complete=True,
+    local=False, levels=("latent",), complete=False,
     references=(_ADDITIVE_SHAPLEY, _ORTHOGONAL_ADDITIVE),
 ))
 METHODS.register("global-sensitivity", Method(
