@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +10,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from gpexplain import cli
-from gpexplain.cli import app, parse_baseline, parse_rows
+from gpexplain.cli import app
+from gpexplain.cli.reading import parse_baseline, parse_rows
 from gpexplain.datasets import load_dataset
-from gpexplain.models import GPRegressor
+from gpexplain.models.families import FAMILIES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_WINE = REPO_ROOT / "src" / "gpexplain" / "datasets" / "data" / "winequality-red.csv"
@@ -89,7 +88,15 @@ def single_start(monkeypatch):
 
     The command line itself is unchanged; only the optimiser does a quarter of the work.
     """
-    monkeypatch.setattr(cli, "GPRegressor", partial(GPRegressor, n_restarts=0))
+    one_start(monkeypatch)
+
+
+def one_start(monkeypatch):
+    """Fit the exact GP family from one starting point (no random restarts) for this test."""
+    exact = FAMILIES.get("exact")
+    parameters = exact.parameters
+    monkeypatch.setattr(exact, "parameters", lambda settings: {**parameters(settings),
+                                                               "n_restarts": 0})
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ accuracy, log loss and Brier score."""
 from __future__ import annotations
 
 import json
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -13,9 +12,10 @@ from sklearn.metrics import brier_score_loss, log_loss
 from typer.testing import CliRunner
 
 import gpexplain as gx
-import gpexplain.models.gp_classifier as gp_classifier
-from gpexplain._cli_classification import guess_task, holdout_metrics
 from gpexplain.cli import app
+from gpexplain.cli.classification import holdout_metrics
+from gpexplain.cli.tasks import guess_task
+from gpexplain.models.families import FAMILIES
 
 runner = CliRunner()
 FAST = ["--model", "sparse", "--n-inducing", "8", "--rows", "0:3"]
@@ -26,9 +26,10 @@ MAX_ITER = 30
 def short_fits(monkeypatch):
     """At most 30 L-BFGS iterations: fit quality is not the subject of these tests (the
     command line itself is unchanged)."""
-    monkeypatch.setattr(
-        gp_classifier, "GPClassifier", partial(gp_classifier.GPClassifier, max_iter=MAX_ITER)
-    )
+    classifier = FAMILIES.get("classifier")
+    parameters = classifier.parameters
+    monkeypatch.setattr(classifier, "parameters",
+                        lambda settings: {**parameters(settings), "max_iter": MAX_ITER})
 
 
 def _frame(labels, n_rows=40, seed=0):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import gpexplain as gx
-from gpexplain import cli
+from gpexplain.cli import stages
 from tests.test_cli import assert_ok, invoke, single_start, small_frame  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("single_start")  # fit quality is not the subject
@@ -22,7 +22,7 @@ def no_fit_after_save(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("--model-from fitted a model")
 
-    return lambda: monkeypatch.setattr(cli, "_fit", refuse)
+    return lambda: monkeypatch.setattr(stages, "fit", refuse)
 
 
 @pytest.mark.parametrize(

@@ -8,15 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpexplain import cli
-from gpexplain.models import GPRegressor
-from tests.test_cli import assert_ok, invoke, small_frame
+from tests.test_cli import assert_ok, invoke, one_start, small_frame
 
 
 @pytest.fixture
 def small_csv(tmp_path, monkeypatch):
     # One optimiser start: fit quality is not the subject here.
-    monkeypatch.setattr(cli, "GPRegressor", lambda **kw: GPRegressor(n_restarts=0, **kw))
+    one_start(monkeypatch)
     path = tmp_path / "small.csv"
     small_frame().to_csv(path, index=False)
     return path

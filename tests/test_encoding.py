@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -12,12 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 import gpexplain as gx
-from gpexplain import cli
 from gpexplain.attribution import Attribution
 from gpexplain.cli import app
 from gpexplain.datasets import read_table
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.models import GPRegressor
+from tests.test_cli import one_start
 
 runner = CliRunner()
 
@@ -183,7 +182,7 @@ def test_pipeline_row_baseline_is_a_real_category(mixed_pipeline):
 # -- the command line ----------------------------------------------------------------------
 @pytest.fixture
 def single_start(monkeypatch):
-    monkeypatch.setattr(cli, "GPRegressor", partial(GPRegressor, n_restarts=0))
+    one_start(monkeypatch)
 
 
 def _explain_ok(path, target, rows, out):

@@ -171,13 +171,13 @@ def test_bad_client_and_output_path_are_refused(problem, tmp_path):
 
 @pytest.mark.slow
 def test_command_line_explains_on_a_dask_scheduler(client, tmp_path, monkeypatch):
-    from functools import partial
 
     from typer.testing import CliRunner
 
     from gpexplain import cli
+    from tests.test_cli import one_start
 
-    monkeypatch.setattr(cli, "GPRegressor", partial(gx.GPRegressor, n_restarts=0))
+    one_start(monkeypatch)
     rng = np.random.default_rng(2)
     frame = pd.DataFrame(rng.normal(size=(40, 3)), columns=["a", "b", "c"])
     frame["y"] = np.sin(frame["a"]) + frame["b"]

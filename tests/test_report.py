@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +19,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from gpexplain import cli
 from gpexplain.cli import app
-from gpexplain.models import GPRegressor
 from gpexplain.report import write_report
+from tests.test_cli import one_start
 
 runner = CliRunner()
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -49,7 +47,7 @@ def explained(tmp_path_factory):
     frame.to_csv(data, index=False)
     out = folder / "out"
     patch = pytest.MonkeyPatch()
-    patch.setattr(cli, "GPRegressor", partial(GPRegressor, n_restarts=0))
+    one_start(patch)
     try:
         result = runner.invoke(
             app, ["explain", str(data), "--target", "target", "--rows", "0:6", "--report",

@@ -4,17 +4,16 @@ a target given by position (``read_table`` and the ``explain`` options built on 
 from __future__ import annotations
 
 import json
-from functools import partial
 
 import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from gpexplain import cli
-from gpexplain.cli import app, handle_missing, resolve_target
+from gpexplain.cli import app
+from gpexplain.cli.reading import handle_missing, resolve_target
 from gpexplain.datasets import read_table
-from gpexplain.models import GPRegressor
+from tests.test_cli import one_start
 
 runner = CliRunner()
 
@@ -29,7 +28,7 @@ def _frame(n_rows: int = 30, seed: int = 1) -> pd.DataFrame:
 @pytest.fixture
 def single_start(monkeypatch):
     """One optimiser start: fit quality is not the subject here."""
-    monkeypatch.setattr(cli, "GPRegressor", partial(GPRegressor, n_restarts=0))
+    one_start(monkeypatch)
 
 
 # -- read_table ----------------------------------------------------------------------------

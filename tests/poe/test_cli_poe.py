@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -12,22 +11,23 @@ from typer.testing import CliRunner
 
 import gpexplain as gx
 from gpexplain import cli
-from gpexplain.models import GPRegressor
+from gpexplain.cli import stages
+from tests.test_cli import one_start
 
 runner = CliRunner()
 
 
 @pytest.fixture
 def data(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "GPRegressor", partial(GPRegressor, n_restarts=0))
+    one_start(monkeypatch)
     fitted = []
-    fit = cli._fit
+    fit = stages.fit
 
     def capture(*args, **kwargs):
         fitted.append(fit(*args, **kwargs))
         return fitted[-1]
 
-    monkeypatch.setattr(cli, "_fit", capture)
+    monkeypatch.setattr(stages, "fit", capture)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 3))
     frame = pd.DataFrame(X, columns=["a", "b", "c"])

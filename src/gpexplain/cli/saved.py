@@ -16,28 +16,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpexplain._cli_models import TABLE, Choice, check_choice
-from gpexplain.models import (
-    AdditiveGPRegressor,
-    GPClassifier,
-    GPRegressor,
-    GPXRegressor,
-    RandomFeatureGPRegressor,
-    SparseGPRegressor,
-)
+from gpexplain.cli.choices import Choice, check_choice
+from gpexplain.models.families import FAMILIES
 from gpexplain.persistence import load
 
-__all__ = ["load_model", "save_model", "saved_features"]
+__all__ = ["load_model", "save_model", "saved_features", "task_of"]
 
 CHOICES_FILE = "cli.json"
-_MODEL_OPTION = {
-    GPRegressor: "exact",
-    SparseGPRegressor: "sparse",
-    RandomFeatureGPRegressor: "random-features",
-    AdditiveGPRegressor: "additive",
-    GPXRegressor: "gpx",
-}
-assert set(_MODEL_OPTION.values()) == set(TABLE)
+
+
+def _family_of(model) -> tuple[str, object] | None:
+    """``(name, family)`` of the estimator ``model`` is an instance of, or None."""
+    for name, entry in FAMILIES.items():
+        if type(model) is entry.estimator:
+            return name, entry
+    return None
+
+
+def task_of(model) -> str:
+    """The task a saved estimator was fitted for (its family's)."""
+    return _family_of(model)[1].task
 
 
 def save_model(model, choice: Choice, target: str, directory: Path) -> None:
@@ -64,14 +62,17 @@ def load_model(directory: Path, method: str, game: str | None = None,
     model = load(directory)
     record_path = directory / CHOICES_FILE
     record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
-    option = _MODEL_OPTION.get(type(model))
-    if isinstance(model, GPClassifier):
-        option = "sparse" if record.get("model") == "sparse" else "exact"
-    if option is None:
+    found = _family_of(model)
+    if found is None:
+        models = ", ".join(name for name, entry in FAMILIES.items() if entry.task == "regression")
         raise TypeError(
             f"--model-from {directory} holds a {type(model).__name__}, not a fitted model of "
-            f"--model {', '.join(TABLE)} or a GPClassifier"
+            f"--model {models} or a GPClassifier"
         )
+    name, entry = found
+    # The --model option: the family's own, or for the classifier the one cli.json names.
+    options = entry.cli_names or (name,)
+    option = record.get("model") if record.get("model") in options else options[0]
     if record.get("model", option) != option:
         raise ValueError(
             f"{record_path} says --model {record['model']} but the saved model is a "
@@ -79,11 +80,12 @@ def load_model(directory: Path, method: str, game: str | None = None,
         )
     # The kernel option is the estimator's own parameter (a name, for models the command line
     # built); a kernel object passed from Python is reported as such.
-    named = isinstance(model.__dict__.get("kernel"), str) or not isinstance(TABLE[option].kernels,
-                                                                            tuple)
+    own_kernel = isinstance(entry.kernels, str)
+    named = isinstance(model.__dict__.get("kernel"), str) or own_kernel
     choice = check_choice(
-        option, model.kernel if named and option in ("exact", "sparse") else "ard", method,
-        record.get("seed", 0), record.get("n_inducing") if option == "sparse" else None,
+        option, "ard" if own_kernel or not named else model.kernel, method,
+        record.get("seed", 0),
+        record.get("n_inducing") if "n_inducing" in FAMILIES.get(option).options else None,
         game, background,
     )
     if not named:

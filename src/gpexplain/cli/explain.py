@@ -1,0 +1,333 @@
+"""``gpexplain explain``: fit a GP to a table (or load a saved one) and explain rows.
+
+Reads a CSV, text, Excel or Parquet table, fits the ``--model`` family on all columns except
+the target (a classifier for a target of class labels, ``--task``), explains the chosen rows
+(integrated gradients, Shapley values or GPX contributions: each attribution a Gaussian with
+an exact mean and covariance), and writes the task's files (``regression``,
+``classification``). ``--save-model DIR`` also saves the fitted model; ``--model-from DIR``
+explains with a saved model instead of fitting one (``saved``).
+
+The run is a sequence of stages: ``prepare`` (read, check, encode), ``fit_and_explain`` (with
+a progress display) and the task's ``write``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from gpexplain.cli import options, reading, saved, stages
+from gpexplain.cli.choices import (
+    DEFAULT_BACKGROUND,
+    KERNEL_CHOICES,
+    METHOD_CHOICES,
+    MODEL_CHOICES,
+    MODEL_HELP,
+    Choice,
+    check_choice,
+)
+from gpexplain.cli.common import (
+    advance,
+    fail,
+    make_output_directory,
+    show_warnings,
+)
+from gpexplain.cli.output import RunRecord
+from gpexplain.cli.tasks import MAX_CODED_CLASSES, TASKS, guess_task
+from gpexplain.models import FitError
+from gpexplain.models.families import DEFAULT_N_INDUCING
+
+__all__ = ["Request", "command", "run"]
+
+
+@dataclass
+class Request:
+    """What ``explain`` (or ``demo``) asks for, its options as given."""
+
+    data_label: str
+    target: str | None
+    rows: str
+    baseline: str
+    choice: Choice
+    out: Path
+    holdout: bool
+    save_model: Path | None = None
+    saved_model: object = None
+    missing: str = "error"
+    drop: str | None = None
+    report: bool = False
+    task: str = "regression"
+    executor: tuple[str | None, int | None] = (None, None)
+
+
+@dataclass
+class Prepared:
+    """The checked input of a run: the selected table, its features (as in the file, ``X``;
+    as the model sees them, ``X_model``), target, task, rows and baseline."""
+
+    frame: pd.DataFrame
+    target: str | None
+    dropped: list
+    X: pd.DataFrame
+    y: pd.Series | None
+    task: str
+    encoder: object
+    X_model: pd.DataFrame
+    positions: list[int]
+    baseline: object
+    baseline_label: str
+
+
+def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
+    """Read, check and encode: ValueError/TypeError name the bad option, row or column."""
+    fitting = request.saved_model is None
+    frame, target, dropped = reading.select(frame, request.target, request.drop, request.missing,
+                                    fitting)
+    if fitting:
+        X, y = reading.split_target(frame, target)
+        task = guess_task(y, request.task)
+        y = TASKS.get(task).target(y, target)
+    else:  # --model-from: the saved features, by name; no target needed
+        X, y = saved.saved_features(frame, request.saved_model, target), None
+        task = saved.task_of(request.saved_model)
+    TASKS.get(task).check(request.choice, request.executor)
+    # A saved model's features are its (already encoded) columns: there the encoder is the
+    # identity.
+    encoder, X_model = reading.encode(X)
+    positions = reading.parse_rows(request.rows, len(X))
+    baseline, baseline_label = reading.parse_baseline(request.baseline, X_model)
+    if not request.choice.uses_baseline and request.baseline.strip().lower() != "mean":
+        raise ValueError(
+            f"--baseline applies to integrated gradients only, not to --model "
+            f"{request.choice.model} --method {request.choice.method}"
+        )
+    return Prepared(frame, target, dropped, X, y, task, encoder, X_model, positions, baseline,
+                    baseline_label)
+
+
+def _stage(progress: Progress, description: str, work):
+    """Run ``work(callback)`` under a progress bar; ``(result, seconds)``. Bad input or a
+    failed fit stop the display and exit with code 2."""
+    bar = progress.add_task(description, total=None)
+    start = time.perf_counter()
+    try:
+        result = work(advance(progress, bar))
+    except (ValueError, TypeError, OSError, FitError) as error:  # OSError: scheduler unreachable
+        progress.stop()
+        fail(str(error))
+    progress.update(bar, completed=1, total=1)
+    return result, time.perf_counter() - start
+
+
+def fit_and_explain(request: Request, data: Prepared, stderr: Console):
+    """Fit (or take the saved model), explain the rows and score the held-out split, with a
+    progress display on ``stderr``; ``(model, explanation, holdout summary, timings)``."""
+    choice, handler = request.choice, TASKS.get(data.task)
+    timings: dict[str, float | None] = {}
+    holdout = handler.empty_holdout(choice.seed)
+    columns = [
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+        TaskProgressColumn(), TimeElapsedColumn(),
+    ]
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        Progress(*columns, console=stderr) as progress,
+    ):
+        warnings.simplefilter("always")
+        # Jitter notices while the optimiser explores: internal to fitting, not about the data.
+        warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
+        scored = request.holdout and request.saved_model is None
+        if request.saved_model is None:
+            model, timings["fit"] = _stage(
+                progress,
+                f"Fitting {handler.fit_label(choice)} ({choice.kernel_label}, {len(data.X)} rows)",
+                lambda callback: stages.fit(choice, data.X_model, data.y, callback, data.task),
+            )
+            if request.save_model is not None:
+                try:
+                    saved.save_model(model, choice, data.target, request.save_model)
+                except OSError as error:
+                    progress.stop()
+                    fail(f"cannot save the model to {str(request.save_model)!r}: {error}")
+        else:
+            model, timings["fit"] = request.saved_model, None
+            holdout["skipped"] = "model loaded with --model-from"
+        explanation, timings["explain"] = _stage(
+            progress, f"Explaining {len(data.positions)} row(s)",
+            lambda callback: handler.explain(choice, model, data.X_model, data.X, data.positions,
+                                             data.baseline, data.encoder, request.executor),
+        )
+        timings["holdout"] = None
+        if scored:
+            scores, timings["holdout"] = _stage(
+                progress, f"Held-out {handler.holdout_score} (80/20 split)",
+                lambda callback: stages.holdout(data.X_model, data.y, choice, callback,
+                                                data.task, model),
+            )
+            holdout.update(scores)
+        elif "skipped" not in holdout:
+            holdout["skipped"] = "disabled with --no-holdout"
+    show_warnings(caught, stderr)
+    return model, explanation, holdout, timings
+
+
+def run(frame: pd.DataFrame, request: Request) -> None:
+    """Fit (or take the saved model), explain, write the output files and print a summary."""
+    stdout, stderr = Console(), Console(stderr=True)
+    try:
+        data = prepare(frame, request)
+    except (ValueError, TypeError) as error:
+        fail(str(error))
+    make_output_directory(request.out)
+    reading.say_what_was_read(stderr, frame, data.dropped, len(data.X))
+    model, explanation, holdout, timings = fit_and_explain(request, data, stderr)
+    record = RunRecord(
+        request.data_label, data.frame.shape, data.target, request.choice, request.rows,
+        reading.row_labels(data.X, data.positions), data.baseline_label, holdout, timings,
+    )
+    context = {  # summary.json entries of both tasks
+        "categorical_columns": {c: data.encoder.groups_[c] for c in data.encoder.categorical_},
+        "missing": {"policy": request.missing.strip().lower(), "dropped_rows": data.dropped},
+    }
+    written = [f"the fitted model (in {request.save_model})"] if (
+        request.save_model is not None and request.saved_model is None) else []
+    TASKS.get(data.task).write(model, explanation, data.X, data.X_model, record, context,
+                               request.out, stdout, request.report, written)
+
+
+ModelOption = Annotated[str, typer.Option(help=MODEL_HELP)]
+KernelOption = Annotated[
+    str,
+    typer.Option(
+        help="Kernel of exact/sparse models: ard (one lengthscale per feature), isotropic, "
+        "matern52, matern32 or rq (exact only)."
+    ),
+]
+MethodOption = Annotated[
+    str,
+    typer.Option(
+        help="Explanation: auto (the model's own), ig (integrated gradients) or shapley "
+        "(additive model; exact model or classifier with --kernel ard/isotropic, see --game; "
+        "a classifier's per-class latent)."
+    ),
+]
+
+
+def command(
+    data: options.DataArgument,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            help="Target column: its name, or its 0-based position (-1: last); with "
+            "--model-from it is dropped if present."
+        ),
+    ] = None,
+    header: options.HeaderOption = None,
+    names: options.NamesOption = None,
+    missing: options.MissingOption = "error",
+    drop: options.DropOption = None,
+    rows: options.RowsOption = "0:20",
+    baseline: Annotated[
+        str,
+        typer.Option(help="Baseline: mean, median, zeros, or a 0-based row position of the data."),
+    ] = "mean",
+    model: ModelOption = MODEL_CHOICES[0],
+    kernel: KernelOption = KERNEL_CHOICES[0],
+    method: MethodOption = METHOD_CHOICES[0],
+    n_inducing: Annotated[
+        int | None,
+        typer.Option(help=f"Inducing points of --model sparse (default {DEFAULT_N_INDUCING})."),
+    ] = None,
+    out: options.OutOption = Path("gpexplain-out"),
+    seed: options.SeedOption = 0,
+    holdout: Annotated[
+        bool, typer.Option(help="Also report R^2 on a seeded 20% held-out split (fits twice).")
+    ] = True,
+    save_model: Annotated[
+        Path | None,
+        typer.Option(help="Also save the fitted model to this directory (for --model-from)."),
+    ] = None,
+    model_from: Annotated[
+        Path | None,
+        typer.Option(
+            help="Explain DATA's rows with the model saved in this directory (by --save-model "
+            "or model.save), without fitting; its columns must be the model's features."
+        ),
+    ] = None,
+    report: Annotated[
+        bool, typer.Option("--report", help="Also write report.html (see gpexplain report).")
+    ] = False,
+    task: Annotated[
+        str,
+        typer.Option(
+            help="auto (a text, boolean or 0..k-1 / 1..k integer-coded target with at most "
+            f"{MAX_CODED_CLASSES} classes is classified), classification "
+            "(GP classifier, attributions per class) or regression."
+        ),
+    ] = "auto",
+    game: Annotated[
+        str | None,
+        typer.Option(
+            help="Game of --model exact --method shapley: interventional (default; "
+            "--background rows), baseline (--baseline) or product-measure (the columns' "
+            "Gaussian measure)."
+        ),
+    ] = None,
+    background: Annotated[
+        int | None,
+        typer.Option(
+            help="Background rows of the interventional game, drawn from the data with --seed "
+            f"(default {DEFAULT_BACKGROUND})."
+        ),
+    ] = None,
+    dask_scheduler: Annotated[
+        str | None,
+        typer.Option(help="Explain on this Dask cluster (scheduler address, e.g. "
+                     "tcp://10.0.0.1:8786); needs gpexplain[dask]."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Explain on a local Dask cluster of N worker processes."),
+    ] = None,
+) -> None:
+    """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
+    saved_model = None
+    try:
+        if model_from is None:
+            if target is None:
+                raise ValueError("--target is required (unless --model-from is given)")
+            choice = check_choice(model, kernel, method, seed, n_inducing, game, background)
+        else:
+            defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None)
+            if save_model is not None or (model, kernel, n_inducing) != defaults:
+                raise ValueError(
+                    "--model-from uses the saved model as it is; drop --model, --kernel, "
+                    "--n-inducing and --save-model"
+                )
+            saved_model, choice, saved_target = saved.load_model(model_from, method, game,
+                                                                 background)
+            target = target or saved_target
+        if dask_scheduler is not None and workers is not None:
+            raise ValueError("give --dask-scheduler or --workers, not both")
+        if workers is not None and workers < 1:
+            raise ValueError(f"--workers must be a positive integer, got {workers}")
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        fail(str(error))
+    frame = reading.read_frame(data, header, names)
+    run(frame, Request(str(data), target, rows, baseline, choice, out, holdout, save_model,
+                       saved_model, missing, drop, report, task, (dask_scheduler, workers)))

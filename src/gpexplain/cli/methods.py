@@ -1,0 +1,80 @@
+"""What each ``--method`` computes for the rows of a fitted model.
+
+The functions come from the explanation-method registry (``gpexplain.explain.methods``); this
+module turns a ``Choice`` (the ``--game``, ``--background`` and ``--baseline`` options) into
+their arguments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpexplain.explain._link import latent_posterior
+from gpexplain.explain.methods import METHODS
+from gpexplain.kernels.measures import Gaussian
+
+__all__ = ["explain", "extras", "probability_attribution"]
+
+
+def _shapley_game(model, baseline, options: dict, target_class) -> dict:
+    """``shapley_values``' arguments for the ``--game``: the ``--baseline`` (baseline game),
+    the columns' Gaussian product measure (product-measure), or ``--background`` training
+    rows drawn with the seed (interventional). A family with its own game (the additive GP)
+    has no ``game`` option and needs none."""
+    game = options.get("game")
+    if game is None:
+        return {}
+    if game == "baseline":
+        return {"baseline": baseline}
+    data = latent_posterior(model, target_class)[0].data_inputs
+    if game == "product-measure":
+        return {"measure": Gaussian(data.mean(0), data.std(0) + 1e-12)}
+    size = min(options["background"], len(data))
+    rows = np.random.default_rng(options["seed"]).choice(len(data), size, replace=False)
+    return {"background": data[np.sort(rows)]}
+
+
+def explain(choice, model, X, baseline, client=None, target_class=None):
+    """The attribution of ``choice.method`` for the rows ``X`` (on a Dask cluster when
+    ``client`` is given); classifiers: of the latent of ``target_class``.
+
+    Raises
+    ------
+    ValueError
+        Bad options for the method, or a Dask cluster for GPX (which explains through its own
+        model, not the driver).
+    """
+    if choice.method == "contributions":  # GPX's own, outside the method registry
+        if client is not None:
+            raise ValueError("--dask-scheduler/--workers do not apply to --model gpx")
+        return model.explain(X, what="contributions")
+    if choice.method == "ig":
+        latent = {} if target_class is None else {"output": "latent", "target_class": target_class}
+        return METHODS.get("integrated-gradients").function(
+            model, X, baseline=baseline, client=client, **latent
+        )
+    arguments = _shapley_game(model, baseline, choice.options, target_class)
+    return METHODS.get("shapley").function(
+        model, X, client=client, target_class=target_class, **arguments
+    )
+
+
+def probability_attribution(model, X, baseline, target_class):
+    """Integrated gradients of the expected probability of ``target_class``, means only (the
+    binary covariance costs G^2 path-node pairs per row; the command line's intervals are the
+    latent's)."""
+    return METHODS.get("integrated-gradients").function(
+        model, X, baseline=baseline, target_class=target_class, return_cov=False
+    )
+
+
+def extras(family, model, X) -> dict:
+    """What ``family`` explains beside the rows ``X``: ``{"weights": Attribution}`` (GPX's
+    local linear weights) and ``{"global": GlobalShapleyValues}`` (the additive GP's global Shapley
+    values), as its ``extras`` declare."""
+    found = {}
+    if "weights" in family.extras:
+        found["weights"] = model.explain(X, what="weights")
+    if "global-shapley" in family.extras:
+        found["global"] = METHODS.get("global-shapley").function(model)
+    return found

@@ -1,0 +1,62 @@
+"""Command-line options several commands share, declared once.
+
+The file options (``DATA``, ``--target``, ``--header/--no-header``, ``--names``,
+``--missing``, ``--drop``) are those of the shared read stage (``reading``), so ``explain``,
+``sensitivity`` and ``poe`` accept the same files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = [
+    "DataArgument",
+    "DropOption",
+    "HeaderOption",
+    "MissingOption",
+    "NamesOption",
+    "OutOption",
+    "RowsOption",
+    "SeedOption",
+    "TargetOption",
+]
+
+DataArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="DATA",
+        help="CSV or whitespace-separated text (delimiter detected), Excel or Parquet file.",
+    ),
+]
+TargetOption = Annotated[
+    str, typer.Option(help="Target column: its name, or its 0-based position (-1: last).")
+]
+HeaderOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--header/--no-header",
+        help="Whether the first line names the columns (default: detected where unambiguous, "
+        "else yes).",
+        show_default=False,
+    ),
+]
+NamesOption = Annotated[
+    str | None,
+    typer.Option(help="Comma-separated column names (default without a header: x0, x1, ...)."),
+]
+MissingOption = Annotated[
+    str,
+    typer.Option(help="Missing cells (empty, NA, ?): error stops, drop drops those rows."),
+]
+DropOption = Annotated[
+    str | None,
+    typer.Option(help="Comma-separated columns to leave out (names or 0-based positions)."),
+]
+RowsOption = Annotated[
+    str, typer.Option(help="Rows to explain: START:STOP (0-based, STOP excluded), 3,7,9 or all.")
+]
+SeedOption = Annotated[int, typer.Option(help="Seed of the optimiser restarts and the split.")]
+OutOption = Annotated[Path, typer.Option(help="Output directory.")]

@@ -1,0 +1,185 @@
+"""Output writers both tasks share: the attribution table, ``summary.json``'s common entries,
+the attribution figures, the console table, and the closing line (``--report`` included)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+import gpexplain
+from gpexplain.cli.choices import Choice
+from gpexplain.cli.common import INTERVAL_LEVEL, finite_or_none, say
+from gpexplain.plot import plot_attributions, plot_global_importance
+from gpexplain.report import write_report
+
+__all__ = [
+    "TOP_FEATURES",
+    "RunRecord",
+    "attribution_table",
+    "finish",
+    "save_attribution_figures",
+    "summary",
+    "top_features_table",
+    "write_table",
+]
+
+TOP_FEATURES = 8
+SHOWN_POINTS = 4
+
+
+@dataclass
+class RunRecord:
+    """What a run was asked and did, as ``summary.json`` records it.
+
+    Attributes
+    ----------
+    data_label : str
+        The data file (or ``bundled:NAME``).
+    shape : tuple of int
+        Rows and columns of the table the model saw (after ``--drop`` and ``--missing``).
+    target : str or None
+    choice : Choice
+    rows : str
+        The ``--rows`` specification.
+    explained : list
+        Data-row labels of the explained points.
+    baseline_label : str
+        The ``--baseline`` as reported (``"mean"``, ``"row 12"``, ``"none"``).
+    holdout : dict
+        The held-out split's scores, or why it was skipped.
+    timings : dict
+        Seconds per stage (``fit``, ``explain``, ...).
+    """
+
+    data_label: str
+    shape: tuple
+    target: str | None
+    choice: Choice
+    rows: str
+    explained: list
+    baseline_label: str
+    holdout: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+
+def attribution_table(attr, explained: list, value_name: str = "attribution") -> pd.DataFrame:
+    """``Attribution.to_frame`` with the data-row label of each explained point first."""
+    table = attr.to_frame(INTERVAL_LEVEL).rename(columns={"attribution": value_name})
+    table.insert(0, "row", np.asarray(explained, dtype=object)[table["point"].to_numpy()])
+    return table
+
+
+def write_table(attr, explained: list, path: Path, value_name: str = "attribution") -> None:
+    """``attribution_table`` as CSV."""
+    attribution_table(attr, explained, value_name).to_csv(path, index=False)
+
+
+def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
+            record: RunRecord) -> dict:
+    """``summary.json``'s entries shared by both tasks and ``poe``: the data, the model, its
+    ``hyperparameters`` (the family's report), the explanation ``attr`` of the model's
+    features ``X`` and its completeness, and ``extras`` (the additive GP's global values)."""
+    names = list(X.columns)
+    gaps = attr.completeness_gap()
+    shape = record.shape
+    result = {
+        "data_file": record.data_label,
+        "shape": {"rows": int(shape[0]), "columns": int(shape[1]), "features": len(names)},
+        "target": record.target,
+        "feature_names": names,
+        "model": record.choice.model,
+        "kernel": record.choice.kernel_label,
+        "seed": record.choice.seed,
+        "hyperparameters": hyperparameters,
+        "constant_features": list(getattr(model, "constant_features_", [])),
+        "log_marginal_likelihood": finite_or_none(
+            getattr(model, "log_marginal_likelihood_value_", np.nan)
+        ),
+        "holdout": record.holdout,
+        "rows": record.rows,
+        "explained_rows": record.explained,
+        "method": attr.method,
+        "interval_level": INTERVAL_LEVEL,
+        "baseline": None,
+        "completeness_gap": {"mean": gaps["mean"], "variance": gaps["variance"]},
+        "timings_seconds": record.timings,
+        "gpexplain_version": gpexplain.__version__,
+    }
+    if attr.baseline is not None and np.ndim(attr.baseline) == 2:  # a background sample
+        result["baseline"] = {
+            "spec": f"{len(attr.baseline)} background rows drawn with the seed",
+            "prediction": float(attr.baseline_prediction),
+        }
+    elif attr.baseline is not None:
+        result["baseline"] = {
+            "spec": record.baseline_label,
+            "vector": dict(zip(names, (float(v) for v in attr.baseline), strict=True)),
+            "prediction": float(attr.baseline_prediction),
+        }
+    elif attr.baseline_prediction is not None:
+        result["baseline"] = {"spec": "base value", "prediction": float(attr.baseline_prediction)}
+    if "global" in extras:
+        values = extras["global"]
+        result["global_shapley"] = {
+            "values": dict(zip(names, map(float, values.values), strict=True)),
+            "first_order": dict(zip(names, map(float, values.first_order), strict=True)),
+            "total_variance": float(values.total_variance),
+            "units": "squared units of y (a decomposition of the variance of the prediction)",
+        }
+    return result
+
+
+def save_attribution_figures(attr, explained: list, out: Path, suffix: str = "",
+                             title: str | None = None) -> list[str]:
+    """``attributions<suffix>.png`` (the first few points) and ``importance<suffix>.png``;
+    returns their names."""
+    shown = min(SHOWN_POINTS, attr.n_points)
+    figure = plot_attributions(
+        attr, max_points=shown, point_labels=[f"row {r}" for r in explained[:shown]]
+    )
+    if title is not None:
+        figure.suptitle(title, fontsize=9)
+    names = [f"attributions{suffix}.png", f"importance{suffix}.png"]
+    figure.savefig(out / names[0], dpi=120)
+    plot_global_importance(attr).savefig(out / names[1], dpi=120)
+    return names
+
+
+def _format_value(value) -> str:
+    """A feature value for the console: numbers to 4 digits, category labels as they are."""
+    return f"{value:.4g}" if isinstance(value, int | float | np.number) else str(value)
+
+
+def top_features_table(attr, row_label) -> Table:
+    """Rich table of the largest |attribution| features of the first explained point."""
+    lower, upper = attr.interval(INTERVAL_LEVEL)
+    order = np.argsort(-np.abs(attr.mean[0]), kind="stable")[:TOP_FEATURES]
+    title = f"Row {row_label}: prediction {attr.prediction[0]:.4g}"
+    if attr.baseline_prediction is not None:
+        title += f", baseline prediction {attr.baseline_prediction:.4g}"
+    table = Table(title=title)
+    table.add_column("feature")
+    table.add_column("value", justify="right")
+    table.add_column("attribution", justify="right")
+    table.add_column(f"{INTERVAL_LEVEL:.0%} interval", justify="right")
+    for i in order:
+        table.add_row(
+            attr.feature_names[i],
+            _format_value(attr.X[0, i]),
+            f"{attr.mean[0, i]:+.4g}",
+            f"[{lower[0, i]:+.3g}, {upper[0, i]:+.3g}]",
+        )
+    return table
+
+
+def finish(out: Path, written: list, report: bool, stdout: Console) -> None:
+    """Write report.html when ``--report`` asks (from the files just written), then say what
+    was written."""
+    if report:
+        written = [*written, write_report(out).name]
+    say(stdout, f"Wrote {', '.join(written)} to {out}")
