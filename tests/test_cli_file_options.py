@@ -1,0 +1,95 @@
+"""``explain``, ``sensitivity`` and ``poe`` read files through the same stage: the same file
+options (``--drop``, ``--missing``, ``--names``, ``--header/--no-header``) and text columns
+one-hot encoded. Before the CLI became a package, ``sensitivity`` and ``poe`` refused all of
+these."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.test_cli import assert_ok, invoke, one_start, small_frame
+
+COMMANDS = {  # each command's options beyond the file options, kept small for speed
+    "explain": ["--rows", "0:4", "--no-holdout"],
+    "sensitivity": [],
+    "poe": ["--rows", "0:4"],
+}
+
+
+@pytest.fixture(autouse=True)
+def single_start(monkeypatch):
+    one_start(monkeypatch)
+
+
+def _messy_frame() -> pd.DataFrame:
+    """``small_frame`` with a text column, a column to drop and a missing cell in row 5."""
+    frame = small_frame()
+    frame.insert(2, "kind", np.where(np.arange(len(frame)) % 2 == 0, "red", "blue"))
+    frame.loc[5, "a"] = np.nan
+    return frame
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_takes_drop_missing_and_text_columns(tmp_path, command):
+    data = tmp_path / "messy.csv"
+    _messy_frame().to_csv(data, index=False)
+    out = tmp_path / "out"
+    result = invoke(command, data, "--target", "y", "--drop", "c", "--missing", "drop",
+                    "--out", out, *COMMANDS[command])
+    assert_ok(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert "c" not in summary["feature_names"]
+    assert "kind" not in summary["feature_names"]  # one-hot encoded: one column per category
+    assert any(name.startswith("kind") for name in summary["feature_names"])
+
+
+def test_sensitivity_with_file_options_writes_one_index_per_encoded_column(tmp_path):
+    data = tmp_path / "messy.csv"
+    _messy_frame().to_csv(data, index=False)
+    out = tmp_path / "out"
+    result = invoke("sensitivity", data, "--target", "y", "--drop", "c", "--missing", "drop",
+                    "--out", out)
+    assert_ok(result)
+    table = pd.read_csv(out / "sensitivity.csv")
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(table["feature"]) == summary["feature_names"]
+    assert summary["rows"] == 39  # row 5 dropped
+    assert "a" in summary["feature_names"] and "c" not in summary["feature_names"]
+
+
+def test_poe_groups_text_columns_back_in_its_table(tmp_path):
+    data = tmp_path / "messy.csv"
+    _messy_frame().to_csv(data, index=False)
+    out = tmp_path / "out"
+    result = invoke("poe", data, "--target", "y", "--drop", "c", "--missing", "drop",
+                    "--rows", "3:7", "--out", out)
+    assert_ok(result)
+    table = pd.read_csv(out / "attributions.csv")
+    assert set(table["feature"]) == {"a", "b", "kind"}
+    assert sorted(set(table["row"])) == [3, 4, 6, 7]  # file row numbers; row 5 was dropped
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_takes_headerless_files_with_names(tmp_path, command):
+    data = tmp_path / "plain.txt"
+    small_frame().to_csv(data, index=False, header=False, sep=" ")
+    out = tmp_path / "out"
+    result = invoke(command, data, "--no-header", "--names", "a,b,c,y", "--target", "y",
+                    "--out", out, *COMMANDS[command])
+    assert_ok(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["feature_names"] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_refuses_a_missing_cell_by_default(tmp_path, command):
+    data = tmp_path / "messy.csv"
+    _messy_frame().to_csv(data, index=False)
+    result = invoke(command, data, "--target", "y", "--out", tmp_path / "out",
+                    *COMMANDS[command])
+    assert result.exit_code == 2
+    assert "use --missing drop" in result.output
