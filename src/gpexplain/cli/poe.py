@@ -68,10 +68,6 @@ def command(
         typer.Option("--lambda", help="Property weight NAME=VALUE (F_grad, F_func, R_avg, "
                      "R_max, S, C); repeat for a mix. Default F_grad=1."),
     ] = None,
-    header: options.HeaderOption = None,
-    names: options.NamesOption = None,
-    missing: options.MissingOption = "error",
-    drop: options.DropOption = None,
     rows: options.RowsOption = "0:20",
     similarity_: Annotated[str, typer.Option("--similarity", help="Similarity between rows for "
                                              "R_avg: uniform, gaussian or knn.")] = "uniform",
@@ -80,6 +76,10 @@ def command(
     k: Annotated[int, typer.Option(help="Neighbours of --similarity knn.")] = 5,
     out: options.OutOption = Path("gpexplain-poe"),
     seed: options.SeedOption = 0,
+    header: options.HeaderOption = None,
+    names: options.NamesOption = None,
+    missing: options.MissingOption = "error",
+    drop: options.DropOption = None,
 ) -> None:
     """Fit a GP to DATA and explain rows with property-optimised explanations (POE)."""
     stdout = Console()

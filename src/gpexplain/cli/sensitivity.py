@@ -42,12 +42,12 @@ def command(
     data: options.DataArgument,
     target: options.TargetOption,
     kernel: Annotated[str, typer.Option(help="Kernel: ard (default) or isotropic.")] = "ard",
+    out: options.OutOption = Path("gpexplain-sensitivity"),
+    seed: options.SeedOption = 0,
     header: options.HeaderOption = None,
     names: options.NamesOption = None,
     missing: options.MissingOption = "error",
     drop: options.DropOption = None,
-    out: options.OutOption = Path("gpexplain-sensitivity"),
-    seed: options.SeedOption = 0,
 ) -> None:
     """Fit an exact GP to DATA and write its global Sobol indices and Shapley effects, with
     their posterior uncertainty, under the columns' Gaussian product measure."""
