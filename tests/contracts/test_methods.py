@@ -118,6 +118,15 @@ def _check_refusal(method_name, error):
     )
 
 
+def _result_or_checked_refusal(method_name, model_id):
+    """The cell's result, or None after checking that its refusal names what applies."""
+    outcome = _outcome(method_name, model_id)
+    if isinstance(outcome, Exception):
+        _check_refusal(method_name, outcome)
+        return None
+    return outcome
+
+
 def _check_complete(result):
     assert result.baseline_prediction is not None, "complete methods report their base value"
     target = result.prediction - result.baseline_prediction
@@ -150,18 +159,15 @@ def _check_attribution(method_name, result, n_features):
 # -- the matrix ----------------------------------------------------------------------------
 @pytest.mark.parametrize("method_name, model_id", _cells(LOCAL))
 def test_local_method_runs_or_refuses_by_name(method_name, model_id):
-    outcome = _outcome(method_name, model_id)
-    if isinstance(outcome, Exception):
-        _check_refusal(method_name, outcome)
-        return
-    _check_attribution(method_name, outcome, _model(model_id).n_features_in_)
+    outcome = _result_or_checked_refusal(method_name, model_id)
+    if outcome is not None:
+        _check_attribution(method_name, outcome, _model(model_id).n_features_in_)
 
 
 @pytest.mark.parametrize("method_name, model_id", _cells(GLOBAL))
 def test_global_method_runs_or_refuses_by_name(method_name, model_id):
-    outcome = _outcome(method_name, model_id)
-    if isinstance(outcome, Exception):
-        _check_refusal(method_name, outcome)
+    outcome = _result_or_checked_refusal(method_name, model_id)
+    if outcome is None:
         return
     n_features = _model(model_id).n_features_in_
     assert list(outcome.feature_names) == _model(model_id).feature_names_in_
