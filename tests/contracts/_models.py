@@ -14,6 +14,7 @@ import functools
 import inspect
 
 import numpy as np
+import pytest
 import sklearn.base
 
 import gpexplain.models
@@ -114,3 +115,14 @@ def posterior_kernels(posterior) -> list:
     if components is not None:
         return [component.kernel for component in components]
     return [posterior.kernel]
+
+
+def cases(names, test: str, known_defects: dict):
+    """``pytest.param`` per case name, ``xfail(strict=True)`` where ``known_defects`` lists
+    ``(test, name)`` with its reason (so the mark flips when the defect is fixed)."""
+    params = []
+    for name in names:
+        reason = known_defects.get((test, name))
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        params.append(pytest.param(name, id=name, marks=marks))
+    return params

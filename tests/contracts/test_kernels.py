@@ -21,6 +21,7 @@ import torch
 import gpexplain.kernels
 from gpexplain.kernels import RBF, Kernel, LocallyLinear
 from gpexplain.kernels.measures import Empirical, Gaussian
+from tests.contracts._models import cases
 from tests.contracts.test_functionals import (
     ATOMS,
     D,
@@ -58,11 +59,7 @@ KNOWN_DEFECTS = {("diag", "locally-linear-weight-noise"): LOCALLY_LINEAR_DIAG}
 
 
 def _cases(test):
-    return [
-        pytest.param(name, id=name, marks=[pytest.mark.xfail(strict=True, reason=reason)]
-                     if (reason := KNOWN_DEFECTS.get((test, name))) else [])
-        for name in CASES
-    ]
+    return cases(CASES, test, KNOWN_DEFECTS)
 
 
 def _kernel_classes():
