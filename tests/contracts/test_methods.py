@@ -18,8 +18,8 @@ each level it does not declare is refused with a message naming a method that of
 Every method cites at least one publication (authors, title, year), is exported as
 ``gx.<function name>`` and shown in README.md, and every command-line name is listed under
 README's ``--method``. The checks that every method is reachable from the command line and
-cited in the HTML report read the command registry of the ``cli`` package and join this
-module with it.
+cited in the HTML report come with the ``gpexplain/cli/`` package, whose commands read this
+registry.
 """
 
 from __future__ import annotations
