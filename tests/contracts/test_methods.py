@@ -49,28 +49,9 @@ GLOBAL = [name for name, method in METHODS.items() if not method.local]
 N_POINTS = 4
 TOLERANCE = 1e-8
 
-# Cells whose refusal breaks the contract: known defects, each xfail flips when fixed.
-KNOWN_DEFECTS = {
-    ("global-shapley", "RandomFeatureGPRegressor(n_models=2)"): (
-        "global_shapley_values(MixturePosterior) raises AttributeError ('MixturePosterior' "
-        "object has no attribute 'kernel') instead of a TypeError naming what applies"
-    ),
-    ("global-sensitivity", "RandomFeatureGPRegressor(n_models=2)"): (
-        "global_sensitivity(MixturePosterior) refuses with 'needs one Gaussian posterior, not "
-        "a MixturePosterior' but names no model it applies to (e.g. GPRegressor, or "
-        "RandomFeatureGPRegressor with n_models=1)"
-    ),
-}
-
-
 def _cells(names):
-    cells = []
-    for method in names:
-        for model_id in MODELS:
-            reason = KNOWN_DEFECTS.get((method, model_id))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            cells.append(pytest.param(method, model_id, id=f"{method}-{model_id}", marks=marks))
-    return cells
+    return [pytest.param(method, model_id, id=f"{method}-{model_id}")
+            for method in names for model_id in MODELS]
 
 
 def _model(model_id):

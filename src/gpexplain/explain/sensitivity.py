@@ -148,7 +148,9 @@ def global_sensitivity(
     if isinstance(posterior, MixturePosterior):
         raise TypeError(
             "global_sensitivity needs one Gaussian posterior, not a MixturePosterior: Sobol "
-            "indices are quadratic in f, so the mixture's are not the mixture of its parts'."
+            "indices are quadratic in f, so the mixture's are not the mixture of its parts'. "
+            "Use a model with one posterior (gx.GPRegressor, gx.SparseGPRegressor, or "
+            "gx.RandomFeatureGPRegressor(n_models=1))."
         )
     n_basis, n_features = posterior.train_inputs.shape
     structure = product_structure(posterior.kernel, n_features)

@@ -244,8 +244,9 @@ def global_shapley_values(model_or_posterior, *, chunk_size: int | None = None):
         Not a fitted estimator or posterior, or its kernel is not ``OrthogonalAdditive``.
     """
     posterior = as_posterior(model_or_posterior)
-    if not isinstance(posterior.kernel, OrthogonalAdditive):
-        raise TypeError(not_additive_message(posterior.kernel))
+    kernel = _kernel_of(posterior)
+    if not isinstance(kernel, OrthogonalAdditive):
+        raise TypeError(not_additive_message(kernel))
     kernel, Z, alpha = posterior.kernel, posterior.train_inputs, posterior.alpha
     n_train, n_features = Z.shape
     if chunk_size is None:
