@@ -34,8 +34,8 @@ import numpy as np
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
-from gpexplain.explain._link import latent_posterior, name_latent
 from gpexplain.explain.integrated_gradients import resolve_baseline
+from gpexplain.explain.linked import name_latent
 from gpexplain.functionals.product_shapley import GAMES, ProductShapley
 from gpexplain.functionals.shapley import AdditiveShapley, not_additive_message
 from gpexplain.global_attribution import GlobalShapleyValues
@@ -43,6 +43,7 @@ from gpexplain.kernels.measures import Empirical, Gaussian, Uniform
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.parallel import default_chunk_size
 from gpexplain.posterior import as_posterior
+from gpexplain.posterior.linked import latent_posterior
 
 __all__ = ["shapley_values", "global_shapley_values"]
 
