@@ -24,6 +24,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import torch
 
 from gpexplain.links.base import (
     SQRT_2PI,
@@ -95,6 +96,11 @@ class BinaryLink(Link):
 
     def derivatives(self, f: np.ndarray, order: int) -> list[np.ndarray]:
         """``[sigma(f), sigma'(f), ..., sigma^(order)(f)]`` (order <= 3), in stable forms."""
+        raise NotImplementedError
+
+    def log_response(self, f: torch.Tensor) -> torch.Tensor:
+        """``log sigma(f)`` elementwise (torch, differentiable), stable in both tails: the
+        Bernoulli log likelihood of the positive class (``gpexplain.likelihoods``)."""
         raise NotImplementedError
 
     def response_expectations(self, mean, var) -> np.ndarray:

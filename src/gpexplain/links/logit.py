@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 from scipy.special import expit, ndtr
 
 from gpexplain.links.base import LINKS, SQRT_2PI, TOLERANCE, gauss_hermite_expectations, refine
@@ -68,6 +69,9 @@ class Logit(BinaryLink):
         for is_wide, values in parts.items():
             out[:, wide == is_wide] = values
         return out.reshape((first.shape[0],) + shape)
+
+    def log_response(self, f):
+        return torch.nn.functional.logsigmoid(f)
 
     def derivatives(self, f, order):
         # One exponential, e = exp(-|f|) <= 1: sigma = 1 / (1 + e) (f >= 0) or e / (1 + e),

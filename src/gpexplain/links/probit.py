@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 from scipy.special import ndtr
 
 from gpexplain.links.base import LINKS, SQRT_2PI
@@ -23,6 +24,9 @@ class Probit(BinaryLink):
 
     name = "probit"
     rule = "closed form"
+
+    def log_response(self, f):
+        return torch.special.log_ndtr(f)
 
     def derivatives(self, f, order):
         density = np.exp(-0.5 * f * f) / SQRT_2PI
