@@ -56,8 +56,8 @@ def product_shapley(model, X, baseline, client=None, game="interventional",
     columns' Gaussian product measure (product-measure). Classifiers: the latent of
     ``target_class`` (``gx.shapley_values``)."""
     from gpexplain.explain import shapley_values
-    from gpexplain.explain._link import latent_posterior
     from gpexplain.kernels.measures import Gaussian
+    from gpexplain.posterior.linked import latent_posterior
 
     data = latent_posterior(model, target_class)[0].data_inputs
     explain = partial(shapley_values, model, X, client=client, target_class=target_class)

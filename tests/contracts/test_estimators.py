@@ -219,26 +219,13 @@ def test_save_then_load_predicts_bit_identically(cls, tmp_path):
 
 
 # -- classifiers: predict_proba is the explanation's prediction -----------------------------
-FOUR_CLASS_GAP = (
-    "known defect: GPClassifier.predict_proba keeps its own softmax rules (randomised QMC "
-    "above 3 classes) while the probability-level explanation uses gpexplain.links; at 4 "
-    "classes they differ by ~5e-4 here (3.3e-3 measured in issue 21). Fixed by the links/ "
-    "branch, when this xfail flips."
-)
+# The classifier's fit, ``predict_proba`` and the explanations share one implementation of the
+# link expectations (gpexplain.links); before, a 4-class model's two differed by ~5e-4 here.
+PROBABILITY_CASES = [pytest.param(cls, n_classes, id=f"{cls.__name__}-{n_classes}-classes")
+                     for cls in CLASSIFIERS for n_classes in (2, 3, 4)]
 
 
-def _probability_cases():
-    cases = []
-    for cls in CLASSIFIERS:
-        cases.append(pytest.param(cls, 2, id=f"{cls.__name__}-2-classes"))
-        cases.append(pytest.param(
-            cls, 4, id=f"{cls.__name__}-4-classes",
-            marks=pytest.mark.xfail(strict=True, reason=FOUR_CLASS_GAP),
-        ))
-    return cases
-
-
-@pytest.mark.parametrize("cls, n_classes", _probability_cases())
+@pytest.mark.parametrize("cls, n_classes", PROBABILITY_CASES)
 def test_predict_proba_equals_the_probability_explanations_prediction(cls, n_classes):
     model = fitted(cls, n_classes=n_classes)
     X, _ = training_data(cls, n_classes)

@@ -1,8 +1,7 @@
 """The contract every classifier link satisfies: its Gaussian expectation against Monte Carlo.
 
-For every link (today the names of ``gpexplain.links.LINK_NAMES`` through ``get_link``; the
-``LINKS`` registry once the ``links/`` package lands, see ``LINK_ENTRIES``) and latent
-moments from narrow to wide, ``expected_response(mean, var)`` (inputs (n, C): elementwise for a
+For every link registered in ``gpexplain.links.LINKS`` and latent moments from narrow to
+wide, ``expected_response(mean, var)`` (inputs (n, C): elementwise for a
 binary link, over the class axis for the softmax) is
 
 * the Monte Carlo average of the response written here (``RESPONSES``: scipy's ``expit``,
@@ -22,11 +21,7 @@ from scipy.special import expit, ndtr, softmax
 
 from gpexplain import links
 
-# SOURCE OF ENTRIES. When the ``links/`` package with its ``LINKS`` registry lands, replace
-# this line by
-#     LINK_ENTRIES = tuple(links.LINKS.items())
-# (entries ``(name, link class)``); nothing else here changes.
-LINK_ENTRIES = tuple((name, type(links.get_link(name))) for name in links.LINK_NAMES)
+LINK_ENTRIES = tuple(links.LINKS.items())
 
 # The response of each link, written independently of the library: (f (..., C)) -> (..., C).
 RESPONSES = {

@@ -55,7 +55,6 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain._validation import check_finite_result
-from gpexplain.explain._link import latent_posterior
 from gpexplain.functionals.product_shapley import (
     gauss_legendre_unit,
     leave_one_out_products,
@@ -66,6 +65,7 @@ from gpexplain.global_attribution import GlobalSensitivity
 from gpexplain.kernels.measures import Gaussian, check_measure
 from gpexplain.kernels.product import product_structure
 from gpexplain.parallel import _MEMORY_BUDGET_BYTES, default_chunk_size
+from gpexplain.posterior.linked import latent_posterior
 from gpexplain.posterior.mixture import MixturePosterior
 
 __all__ = ["global_sensitivity"]
