@@ -51,7 +51,7 @@ from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import gpexplain as gx
-from gpexplain.explain._link import latent_gradient_moments
+from gpexplain.explain.linked.moments import latent_gradient_moments
 from gpexplain.functionals.gradient import Gradient
 
 N_EXPLAINED = 200

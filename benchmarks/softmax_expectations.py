@@ -49,7 +49,7 @@ def tensor_gauss_hermite(mean, var):
         return links._class_integrands(f, TARGET, False)
 
     def rule(n_nodes):
-        nodes, weights = links._hermite_rule(n_nodes)
+        nodes, weights = links.base.hermite_rule(n_nodes)
         grid = np.stack(np.meshgrid(*([nodes] * N_CLASSES), indexing="ij"), -1).reshape(
             -1, N_CLASSES)
         grid_weights = np.prod(np.stack(np.meshgrid(*([weights] * N_CLASSES), indexing="ij"),

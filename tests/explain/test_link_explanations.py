@@ -54,7 +54,7 @@ def test_expected_gradient_is_the_derivative_of_the_expected_probability(posteri
 def test_joint_moments_match_the_posterior(posterior, points):
     """E grad f and Cov(grad f) are the Gaussian gradient explanation's; Cov(f, d_k f) the
     finite-difference derivative of the posterior covariance c(x, x + h e_k)."""
-    from gpexplain.explain._link import latent_gradient_moments
+    from gpexplain.explain.linked.moments import latent_gradient_moments
     from gpexplain.functionals.gradient import Gradient
 
     scheme = Gradient().bind(posterior.kernel, posterior.train_inputs)
@@ -79,7 +79,7 @@ def test_a_linear_kernel_has_a_prior_value_gradient_covariance():
     """Non-stationary: Cov(f, d_k f) has a prior part (x_k for a linear kernel)."""
     import gpytorch
 
-    from gpexplain.explain._link import latent_gradient_moments
+    from gpexplain.explain.linked.moments import latent_gradient_moments
     from gpexplain.functionals.gradient import Gradient
 
     rng = np.random.default_rng(2)
@@ -199,7 +199,7 @@ def test_multiclass_gradient_covariance_is_the_links_at_the_joint_moments(three_
     """gx.gradients of a softmax model returns Cov[grad p_c] (n, d, d): Softmax's covariance
     at each class's joint moments of (f_j, grad f_j) (tested against the posterior above),
     symmetric PSD; gradient x input weighs it like the binary case; Taylor gives none."""
-    from gpexplain.explain._link import latent_gradient_moments
+    from gpexplain.explain.linked.moments import latent_gradient_moments
     from gpexplain.functionals.gradient import Gradient
 
     result = gx.gradients(three_class, points, link="softmax", target_class=1)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gpexplain as gx
-from gpexplain.explain import _softmax_covariance
+from gpexplain.explain.linked import softmax_covariance as _softmax_covariance
 from gpexplain.functionals.gradient import Gradient
 from tests.reference.link_ig_monte_carlo import (
     assert_moments_match,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpexplain.explain._link import latent_posterior
 from gpexplain.explain.methods import METHODS
 from gpexplain.kernels.measures import Gaussian
+from gpexplain.posterior.linked import latent_posterior
 
 __all__ = ["explain", "extras", "probability_attribution"]
 

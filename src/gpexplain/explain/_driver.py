@@ -24,10 +24,12 @@ build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
    documented tolerance (``gpexplain.accuracy``).
 
 The **link** step (GP classifiers, ``link=``): class probabilities are not linear in f, so a
-``LinkedPosterior`` takes its own path (``gpexplain.explain._link.explain_linked``): the joint
-Gaussian moments of f and its gradient per point, mapped through the link's expectations
-(``gpexplain.links``), with integrated gradients by an adaptive path rule. It runs in this
-process (no ``client=`` / ``output_path=`` yet).
+``LinkedPosterior`` (``gpexplain.posterior.linked``) takes its own path
+(``gpexplain.explain.linked``, one evaluator per functional): the joint Gaussian moments of f
+and its gradient per point, mapped through the link's expectations (``gpexplain.links``),
+with integrated gradients by an adaptive path rule; it ends in the same result building
+(``gpexplain.explain._result``). It runs in this process (no ``client=`` / ``output_path=``
+yet).
 
 The **executor** (``gpexplain.parallel.iter_chunks``): ``_explain_chunk`` depends only on its
 block of points and a ``_ChunkTask`` (posterior, bound scheme, functional), so with
@@ -41,15 +43,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpexplain._validation import check_finite_result
-from gpexplain.accuracy import warn_if_incomplete
-from gpexplain.attribution import Attribution
-from gpexplain.explain._link import LinkedPosterior, explain_linked
 from gpexplain.explain._mixture import mixture_attribution
 from gpexplain.explain._parquet import check_output_path, write_parquet
+from gpexplain.explain._result import finished_attribution
+from gpexplain.explain.linked import explain_linked
 from gpexplain.functionals.base import LinearFunctional
 from gpexplain.parallel import check_client, concatenate_chunks, default_chunk_size, iter_chunks
 from gpexplain.posterior import as_posterior
+from gpexplain.posterior.linked import LinkedPosterior
 from gpexplain.posterior.mixture import MixturePosterior
 
 __all__ = ["explain", "gaussian_moments"]
@@ -208,18 +209,10 @@ def explain(
     if output_path is not None:
         return write_parquet(output_path, chunks, functional.output_names(posterior), caller)
     mean, cov, prediction, reference, difference_variance = concatenate_chunks(chunks)
-    check_finite_result(caller, mean, cov, prediction, difference_variance)
-    attribution = Attribution(
-        mean=mean,
-        cov=cov,
-        X=functional.explained_inputs(X),
-        prediction=prediction,
-        baseline=functional.baseline,
+    return finished_attribution(
+        caller, functional, X, mean=mean, cov=cov, prediction=prediction,
         baseline_prediction=None if reference is None else float(reference[0]),
-        feature_names=functional.output_names(posterior),
-        method=functional.describe(scheme),
-        difference_variance=difference_variance,
+        feature_names=functional.output_names(posterior), method=functional.describe(scheme),
+        difference_variance=difference_variance, check_completeness=functional.complete,
+        posterior=posterior,
     )
-    if functional.complete:  # accuracy is measured on every result, never assumed
-        warn_if_incomplete(attribution, caller, posterior=posterior)
-    return attribution

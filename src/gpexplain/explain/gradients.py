@@ -25,8 +25,9 @@ from __future__ import annotations
 from gpexplain._baselines import resolve_baseline
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
-from gpexplain.explain._link import name_latent, resolve_output
+from gpexplain.explain.linked import name_latent
 from gpexplain.functionals.gradient import Gradient
+from gpexplain.posterior.linked import resolve_output
 
 __all__ = ["gradients"]
 

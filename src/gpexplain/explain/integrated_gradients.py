@@ -17,8 +17,9 @@ from __future__ import annotations
 from gpexplain._baselines import resolve_baselines
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
-from gpexplain.explain._link import name_latent, resolve_output
+from gpexplain.explain.linked import name_latent
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
+from gpexplain.posterior.linked import resolve_output
 
 __all__ = ["integrated_gradients"]
 
@@ -110,13 +111,13 @@ def integrated_gradients(
         gap). ``cov``: for logit, probit and the 2-class softmax
         (``approximation="quadrature"``, one baseline) the exact posterior covariance of these
         attributions (second-order Stein over pairs of path nodes,
-        ``gpexplain.explain._link_covariance``; the 2-class softmax as the logistic of the
+        ``gpexplain.explain.linked.link_covariance``; the 2-class softmax as the logistic of the
         latent difference ``f_c - f_other``), complete to
         ``difference_variance = Var(p(x) - p(xt))`` (1e-9 relative for RBF kernels; Matern
         kernels converge algebraically and warn with the gap). Softmax with C >= 3: the same
         second-order Stein expansion with its 2C-dimensional expectations estimated by
         randomised QMC over joint samples of the latents along the path
-        (``gpexplain.explain._softmax_covariance``; the link's ``n_qmc``, ``n_replicates``
+        (``gpexplain.explain.linked.softmax_covariance``; the link's ``n_qmc``, ``n_replicates``
         and ``seed``), its largest standard error in ``method``, ``difference_variance``
         estimated from the same samples and completeness checked to 4 standard errors. None
         for Taylor.

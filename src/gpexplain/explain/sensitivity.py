@@ -55,7 +55,6 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain._validation import check_finite_result
-from gpexplain.explain._link import latent_posterior
 from gpexplain.functionals.product_shapley import (
     gauss_legendre_unit,
     leave_one_out_products,
@@ -66,6 +65,7 @@ from gpexplain.global_attribution import GlobalSensitivity
 from gpexplain.kernels.measures import Gaussian, check_measure
 from gpexplain.kernels.product import product_structure
 from gpexplain.parallel import _MEMORY_BUDGET_BYTES, default_chunk_size
+from gpexplain.posterior.linked import latent_posterior
 from gpexplain.posterior.mixture import MixturePosterior
 
 __all__ = ["global_sensitivity"]
@@ -148,7 +148,9 @@ def global_sensitivity(
     if isinstance(posterior, MixturePosterior):
         raise TypeError(
             "global_sensitivity needs one Gaussian posterior, not a MixturePosterior: Sobol "
-            "indices are quadratic in f, so the mixture's are not the mixture of its parts'."
+            "indices are quadratic in f, so the mixture's are not the mixture of its parts'. "
+            "Use a model with one posterior (gx.GPRegressor, gx.SparseGPRegressor, or "
+            "gx.RandomFeatureGPRegressor(n_models=1))."
         )
     n_basis, n_features = posterior.train_inputs.shape
     structure = product_structure(posterior.kernel, n_features)

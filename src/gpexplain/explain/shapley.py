@@ -34,13 +34,14 @@ import numpy as np
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
-from gpexplain.explain._link import latent_posterior, name_latent
+from gpexplain.explain.linked import name_latent
 from gpexplain.functionals.games import GAMES
 from gpexplain.functionals.shapley import AdditiveShapley, not_additive_message
 from gpexplain.global_attribution import GlobalShapleyValues
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.parallel import default_chunk_size
 from gpexplain.posterior import as_posterior
+from gpexplain.posterior.linked import latent_posterior
 
 __all__ = ["shapley_values", "global_shapley_values"]
 
@@ -244,8 +245,9 @@ def global_shapley_values(model_or_posterior, *, chunk_size: int | None = None):
         Not a fitted estimator or posterior, or its kernel is not ``OrthogonalAdditive``.
     """
     posterior = as_posterior(model_or_posterior)
-    if not isinstance(posterior.kernel, OrthogonalAdditive):
-        raise TypeError(not_additive_message(posterior.kernel))
+    kernel = _kernel_of(posterior)
+    if not isinstance(kernel, OrthogonalAdditive):
+        raise TypeError(not_additive_message(kernel))
     kernel, Z, alpha = posterior.kernel, posterior.train_inputs, posterior.alpha
     n_train, n_features = Z.shape
     if chunk_size is None:

@@ -57,6 +57,20 @@ class Integer:
                 f"{name} must be {what}{' or None' if self.allow_none else ''}, got {value!r}."
             )
 
+    def invalid_values(self) -> tuple:
+        """Values this constraint refuses, one of each kind of mistake (for contract tests).
+
+        Returns
+        -------
+        tuple
+            ``minimum - 1`` (too small), ``minimum + 1.5`` (not an integer), ``True`` (a bool,
+            refused although ``int`` subclasses it) and ``str(minimum)`` (a number as text),
+            plus ``None`` when None is not allowed. E.g. ``Integer(1).invalid_values()`` is
+            ``(0, 2.5, True, "1")`` followed by ``None``.
+        """
+        values = (self.minimum - 1, self.minimum + 1.5, True, str(self.minimum))
+        return values if self.allow_none else (*values, None)
+
 
 @dataclass(frozen=True)
 class Seed:
@@ -67,6 +81,16 @@ class Seed:
             raise InvalidParameterError(
                 f"{name} must be an integer >= 0 (a seed), got {value!r}."
             )
+
+    def invalid_values(self) -> tuple:
+        """Values this constraint refuses (for contract tests).
+
+        Returns
+        -------
+        tuple
+            ``(-1, 1.5, None, True, "0")``: negative, fractional, missing, a bool, text.
+        """
+        return (-1, 1.5, None, True, "0")
 
 
 @dataclass(frozen=True)
@@ -86,6 +110,18 @@ class Variance:
                 f"{name} must be a positive finite variance, got {value!r}."
             )
 
+    def invalid_values(self) -> tuple:
+        """Values this constraint refuses (for contract tests).
+
+        Returns
+        -------
+        tuple
+            Zero, negative, infinite and NaN variances, a number as text and a bool, plus
+            ``None`` when None is not allowed.
+        """
+        values = (0.0, -1.0, math.inf, math.nan, "0.1", True)
+        return values if self.allow_none else (*values, None)
+
 
 @dataclass(frozen=True)
 class PositiveNumber:
@@ -97,6 +133,16 @@ class PositiveNumber:
             and math.isfinite(value) and value > 0
         ):
             raise InvalidParameterError(f"{name} must be a positive number, got {value!r}.")
+
+    def invalid_values(self) -> tuple:
+        """Values this constraint refuses (for contract tests).
+
+        Returns
+        -------
+        tuple
+            Zero, negative, infinite and NaN numbers, a number as text, a bool and None.
+        """
+        return (0.0, -1.0, math.inf, math.nan, "1", True, None)
 
 
 @dataclass(frozen=True)
@@ -114,6 +160,23 @@ class Options:
                 [", ".join(named)] + (["None"] if None in self.values else [])
             )
             raise InvalidParameterError(f"unknown {name} {value!r}; use {allowed}.")
+
+    def invalid_values(self) -> tuple:
+        """Values this constraint refuses (for contract tests).
+
+        Returns
+        -------
+        tuple
+            An unknown string (the accepted strings joined, so it is none of them) and a value
+            of a type no option has (a number, or bytes when a number is an option), plus
+            ``None`` when None is not an option.
+        """
+        strings = [option for option in self.values if isinstance(option, str)]
+        unknown = "-".join(["not", *strings])
+        types = {type(option) for option in self.values}
+        wrong_type = next(value for value in (3, 2.5, b"x") if type(value) not in types)
+        values = (unknown, wrong_type)
+        return values if None in self.values else (*values, None)
 
 
 class ValidatedEstimator:

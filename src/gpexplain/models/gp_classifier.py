@@ -14,15 +14,11 @@ constant means, inducing locations, q(u)) with full-batch L-BFGS from seeded sta
 
     ELBO = sum_i E_{q(f(x_i))}[log p(y_i | f(x_i))] - sum_c KL(q(v_c) || N(0, I)).
 
-The expectations are deterministic quadratures, so a fit is a function of its seed:
-
-* binary: 1-D Gauss-Hermite with ``ELL_NODES`` (32) nodes of ``log sigma(s f)``,
-  ``s = +1`` for ``classes_[1]`` and ``-1`` for ``classes_[0]``;
-* softmax: ``E[f_y] - E[log sum_j exp f_j]`` over the C independent Gaussians by a fixed
-  rule: the tensor-product Gauss-Hermite rule (32 nodes per latent for C = 2, 16 for C = 3)
-  for C <= 3, and above that 1024 scrambled Sobol points (seed 0, mapped through the normal
-  quantile: a randomised quasi-Monte Carlo rule, fixed once, with error about 1e-3 relative
-  for unit-scale latent variances).
+The expectations are deterministic quadratures of the likelihood (``gpexplain.likelihoods``:
+``Bernoulli`` for the binary links, ``Categorical`` for the softmax), so a fit is a function
+of its seed. ``predict_proba`` asks the same likelihood for the class probabilities, which it
+computes by the link's expectations (``gpexplain.links``): the numbers the probability-level
+explanations report as ``prediction``.
 
 Inputs are standardised internally; the latent posteriors are reported in the original units
 of X exactly (lengthscales times column standard deviations; Z un-standardised; the latent is
@@ -37,13 +33,13 @@ import gpytorch
 import numpy as np
 import torch
 from linear_operator.utils.warnings import NumericalWarning
-from scipy.special import expit, ndtr, ndtri
-from scipy.stats import qmc
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from gpexplain._validation import as_class_labels, as_feature_matrix
 from gpexplain.kernels import RBF
+from gpexplain.likelihoods import likelihood_for_link
+from gpexplain.links import LINKS
 from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import (
     FitError,
@@ -59,117 +55,7 @@ from gpexplain.posterior.variational import VariationalPosterior
 
 __all__ = ["GPClassifier"]
 
-LINKS = ("logit", "probit", "softmax")
 OPTIMIZERS = ("lbfgs", None)
-ELL_NODES = 32  # Gauss-Hermite nodes of the binary expected log likelihood
-_SOFTMAX_NODES = {2: 32, 3: 16}  # tensor Gauss-Hermite nodes per latent
-_SOFTMAX_QMC_POINTS = 1024  # a power of two keeps the Sobol points balanced
-_CHUNK_ROWS = 256
-_MAX_EVALUATIONS = 4_000_000  # bounds the memory of one quadrature block (32 MB)
-
-
-def _hermite_rule(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Hermite nodes z and weights w for E[g(Z)], Z ~ N(0, 1): sum_i w_i g(z_i)."""
-    nodes, weights = np.polynomial.hermite_e.hermegauss(n_nodes)
-    return nodes, weights / np.sqrt(2.0 * np.pi)
-
-
-def _softmax_rule(n_classes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Standard normal points (n_points, C) and weights (n_points,) for the softmax expectations.
-
-    Tensor Gauss-Hermite for C <= 3; 1024 scrambled Sobol points (seed 0) otherwise.
-    """
-    if n_classes in _SOFTMAX_NODES:
-        nodes, weights = _hermite_rule(_SOFTMAX_NODES[n_classes])
-        grids = np.meshgrid(*[nodes] * n_classes, indexing="ij")
-        points = np.stack([grid.ravel() for grid in grids], axis=1)
-        products = np.prod(np.meshgrid(*[weights] * n_classes, indexing="ij"), axis=0).ravel()
-        return points, products
-    uniform = qmc.Sobol(n_classes, scramble=True, seed=0).random(_SOFTMAX_QMC_POINTS)
-    return ndtri(uniform), np.full(_SOFTMAX_QMC_POINTS, 1.0 / _SOFTMAX_QMC_POINTS)
-
-
-def _log_link(link: str, f: torch.Tensor) -> torch.Tensor:
-    """log sigma(f) for the binary links, stable in both tails."""
-    if link == "logit":
-        return torch.nn.functional.logsigmoid(f)
-    return torch.special.log_ndtr(f)
-
-
-def _expected_log_likelihood(link, mean, var, target) -> torch.Tensor:
-    """sum_i E[log p(y_i | f_i)] under independent Gaussians; mean and var are (L, n).
-
-    Binary (L = 1): ``target`` holds the signs s_i = +-1. Softmax (L = C): ``target`` holds
-    class indices.
-    """
-    std = torch.sqrt(var)
-    if link != "softmax":
-        nodes, weights = (torch.as_tensor(a) for a in _hermite_rule(ELL_NODES))
-        f = mean[0][:, None] + std[0][:, None] * nodes  # (n, nodes)
-        return (_log_link(link, target[:, None] * f) @ weights).sum()
-    points, weights = (torch.as_tensor(a) for a in _softmax_rule(mean.shape[0]))
-    # E[f_y] is exact; only E[log sum_j exp f_j] needs the rule.
-    f = mean.T[None] + std.T[None] * points[:, None, :]  # (points, n, C)
-    log_partition = weights @ torch.logsumexp(f, dim=-1)  # (n,)
-    return (mean.T.gather(1, target[:, None]).squeeze(1) - log_partition).sum()
-
-
-def _row_chunks(n_rows: int):
-    return [slice(start, start + _CHUNK_ROWS) for start in range(0, n_rows, _CHUNK_ROWS)]
-
-
-def _expected_logistic(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
-    """E[expit(m + s Z)], Z ~ N(0, 1), to about 1e-14, by the trapezoidal rule in z.
-
-    Gauss-Hermite converges slowly here (measured error 4e-4 with 128 nodes at s = 10): the
-    logistic has poles at m + s z = i pi (2k + 1), a distance pi / s from the real axis. The
-    trapezoidal rule on the real line converges like exp(-2 pi a / h) for an integrand
-    analytic in the strip |Im z| < a, so the step h = min(0.5, 0.6 / s) (and the range
-    |z| <= 9.5, beyond which the Gaussian weight is below 1e-19) gives errors below 1e-14,
-    checked against 30-digit mpmath quadrature in the tests.
-    """
-    step = min(0.5, 0.6 / max(float(np.max(std)), 1e-300))
-    half = int(np.ceil(9.5 / step))
-    nodes = step * np.arange(-half, half + 1)
-    weights = step * np.exp(-0.5 * nodes**2) / np.sqrt(2.0 * np.pi)
-    # A very wide latent needs many nodes: rows in blocks of at most ~4e6 evaluations.
-    block = max(1, _MAX_EVALUATIONS // nodes.size)
-    return np.concatenate([
-        expit(mean[start:start + block, None] + std[start:start + block, None] * nodes) @ weights
-        for start in range(0, mean.shape[0], block)
-    ])
-
-
-def _expected_response(link: str, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
-    """Class probabilities E[p(y = c | f(x))] under the latent posterior, (n, C).
-
-    ``mean, var``: (L, n). Probit: the closed form ``Phi(m / sqrt(1 + v))``. Logit: the
-    trapezoidal rule of ``_expected_logistic`` (error below 1e-14). Softmax: the fixed
-    rule of the ELBO (see the module docstring).
-
-    ``gpexplain.links`` computes the same expectations for the explanations, but DESIGN.md
-    places links above the estimators, so an estimator cannot import it; this one function
-    is what a move of links below the estimators would replace.
-    """
-    if link == "probit":
-        positive = ndtr(mean[0] / np.sqrt(1.0 + var[0]))
-    elif link == "logit":
-        positive = np.concatenate([
-            _expected_logistic(mean[0, rows], np.sqrt(var[0, rows]))
-            for rows in _row_chunks(mean.shape[1])
-        ])
-    else:
-        points, weights = _softmax_rule(mean.shape[0])
-        probabilities = np.zeros(mean.shape[::-1])
-        for rows in _row_chunks(mean.shape[1]):  # bounded memory: points x 256 x C
-            f = mean.T[None, rows] + np.sqrt(var.T[None, rows]) * points[:, None, :]
-            f -= f.max(axis=-1, keepdims=True)
-            softmax = np.exp(f)
-            softmax /= softmax.sum(axis=-1, keepdims=True)
-            probabilities[rows] = np.einsum("p,pnc->nc", weights, softmax)
-        return probabilities
-    positive = np.clip(positive, 0.0, 1.0)
-    return np.column_stack([1.0 - positive, positive])
 
 
 class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
@@ -255,7 +141,7 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
 
     _not_saved = ("gpytorch_models_",)  # training-time modules; see persistence.py
     _parameter_constraints = {
-        "link": Options(LINKS),
+        "link": Options(LINKS.names()),
         "inference": Options(("variational",)),
         "n_inducing": Integer(1),
         "inducing_init": Options(INDUCING_INITS),
@@ -312,6 +198,7 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
         """Fit the latent SVGPs and build their posteriors (data and parameters validated)."""
         classes, codes = np.unique(y, return_inverse=True)
         link = self._link_for(classes.size)
+        likelihood = likelihood_for_link(link)
         choice = kernel_choice(self.kernel)
         if self.optimizer is None and not isinstance(self.kernel, RBF):
             raise ValueError("optimizer=None needs kernel=gx.kernels.RBF(...) with its values.")
@@ -327,12 +214,8 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
             initial_inducing_points(Xs, self.n_inducing, self.inducing_init, rng)
         )
         X_t = torch.as_tensor(Xs)
-        n_latent = classes.size if link == "softmax" else 1
-        target = (
-            torch.as_tensor(codes, dtype=torch.long)
-            if link == "softmax"
-            else torch.as_tensor(2.0 * codes - 1.0)
-        )
+        n_latent = likelihood.n_latents(classes.size)
+        target = likelihood.targets(codes)
         starts = self._starting_points(choice, choice.is_ard(self.optimizer), scaling, rng)
         shape_rng = np.random.default_rng([self.random_state, 1])  # RQ shapes of restarts
 
@@ -341,7 +224,7 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
             mean = torch.stack([q.mean for q in moments])
             var = torch.stack([q.variance for q in moments])
             kl = sum(latent.variational_strategy.kl_divergence() for latent in latents)
-            return _expected_log_likelihood(link, mean, var, target) - kl
+            return likelihood.expected_log_likelihood(mean, var, target) - kl
 
         def optimise(index, start):
             with torch.random.fork_rng(devices=[]):
@@ -460,10 +343,13 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities E[p(y = c | f(x))], averaged over the latent posterior.
 
-        Not the plug-in ``sigma(m(x))``: probit in closed form, ``Phi(m / sqrt(1 + v))``;
-        logit by a trapezoidal rule accurate to 1e-14; softmax by the fixed rule of the
-        module docstring (exact tensor Gauss-Hermite for up to 3 classes, randomised
-        quasi-Monte Carlo with 1024 points above).
+        Not the plug-in ``sigma(m(x))``: the likelihood's class probabilities by the link's
+        expectations (``gpexplain.links``), equal to the ``prediction`` of
+        ``gx.integrated_gradients(model, X, output="probability", target_class=c)``: probit
+        in closed form, ``Phi(m / sqrt(1 + v))``; logit by adaptive Gauss-Hermite or a
+        trapezoid rule in the latent value (converged to 1e-12); softmax by the product
+        trapezoid over class differences (about 1e-12) for up to 3 classes, and randomised
+        quasi-Monte Carlo (8 x 4096 scrambled Sobol points, seed 0) above.
 
         Parameters
         ----------
@@ -479,7 +365,7 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
             As ``decision_function``.
         """
         mean, var = self._latent_moments(X)
-        probabilities = _expected_response(self.link_, mean, var)
+        probabilities = likelihood_for_link(self.link_).predict_proba(mean, var)
         if not np.all(np.isfinite(probabilities)):
             raise FitError("non-finite class probabilities; the fitted posterior is degenerate.")
         return probabilities

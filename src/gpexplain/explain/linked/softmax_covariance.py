@@ -7,8 +7,8 @@ For ``p = S_c(f_1, .., f_C)`` over independent latent GPs and the straight path
     IG_k = Delta_k sum_s w_s sum_i s_i(F_s) G_ik,    s_i = d_i S_c,
 
 with ``F_s = (f_1(g(s)), .., f_C(g(s)))`` and ``G_ik = d_k f_i(g(s))``. As for binary links
-(``_link_covariance``), ``E[IG_k IG_l]`` is a sum over node pairs and class pairs of
-``E[phi G_ik H_jl]``, ``phi = s_i(F_s) s_j(F_t)``, ``H_jl = d_l f_j(g(t))``, and
+(``gpexplain.explain.linked.link_covariance``), ``E[IG_k IG_l]`` is a sum over node pairs and
+class pairs of ``E[phi G_ik H_jl]``, ``phi = s_i(F_s) s_j(F_t)``, ``H_jl = d_l f_j(g(t))``, and
 second-order Stein over the Gaussian vector ``(F_s, F_t)`` removes the gradients without
 inverting any covariance:
 
@@ -51,7 +51,7 @@ import numpy as np
 from scipy.special import log_softmax
 
 from gpexplain.accuracy import CompletenessWarning
-from gpexplain.explain._link_covariance import (
+from gpexplain.explain.linked.link_covariance import (
     PATH_RTOL,
     term_path_moments,
     term_weighted_gradient_cov,
