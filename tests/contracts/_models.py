@@ -1,9 +1,9 @@
 """The estimators the contracts run over, and small fitted instances of them shared by the
 contract modules (each configuration is fitted once per test session).
 
-The estimator classes are read from the library, never listed here: today every class in
-``gpexplain.models.__all__`` that is a scikit-learn estimator; once the model-family registry
-lands, its entries (see ``ESTIMATOR_CLASSES``). Small settings are keyed by *parameter name*
+The estimator classes are read from the model-family registry (``FAMILIES``), never listed
+here; ``test_every_public_estimator_is_a_registered_family`` checks that every scikit-learn
+estimator in ``gpexplain.models.__all__`` has a family. Small settings are keyed by *parameter name*
 (``SMALL_SETTINGS``), so a new estimator whose parameters are named like the others' is made
 small without an entry here.
 """
@@ -18,9 +18,10 @@ import pytest
 import sklearn.base
 
 import gpexplain.models
+from gpexplain.models.families import FAMILIES
 
 
-def _introspected_estimator_classes() -> tuple[type, ...]:
+def public_estimator_classes() -> tuple[type, ...]:
     """Every class in ``gpexplain.models.__all__`` that subclasses scikit-learn's BaseEstimator."""
     classes = (getattr(gpexplain.models, name) for name in gpexplain.models.__all__)
     return tuple(
@@ -29,11 +30,7 @@ def _introspected_estimator_classes() -> tuple[type, ...]:
     )
 
 
-# SOURCE OF ENTRIES. When ``gpexplain.models.families.FAMILIES`` lands, replace this line by
-#     ESTIMATOR_CLASSES = tuple(family.estimator for _, family in FAMILIES.items())
-# (with ``from gpexplain.models.families import FAMILIES``); nothing else in tests/contracts
-# changes.
-ESTIMATOR_CLASSES = _introspected_estimator_classes()
+ESTIMATOR_CLASSES = tuple(dict.fromkeys(family.estimator for _, family in FAMILIES.items()))
 
 # Fast settings for the small data below, applied to every estimator that has the parameter.
 SMALL_SETTINGS = {

@@ -1,8 +1,8 @@
 """The contract every estimator satisfies, after scikit-learn's ``utils/estimator_checks.py``.
 
-Run over ``ESTIMATOR_CLASSES`` (``tests/contracts/_models.py``: every scikit-learn estimator
-in ``gpexplain.models``, ``GPClassifier`` included), so a new estimator is checked the moment
-it is exported:
+Run over ``ESTIMATOR_CLASSES`` (``tests/contracts/_models.py``: the estimator of every entry of
+``FAMILIES``, ``GPClassifier`` included), so a new estimator is checked the moment
+it is registered (and an exported estimator without a family fails):
 
 * fit: fitted attributes end in ``_`` and the constructor parameters are left alone,
   ``feature_names_in_`` and ``n_features_in_``, finite predictions of the right shape
@@ -32,6 +32,7 @@ from tests.contracts._models import (
     ESTIMATOR_CLASSES,
     fitted,
     is_classifier,
+    public_estimator_classes,
     regression_data,
     small,
     training_data,
@@ -238,3 +239,7 @@ def test_predict_proba_equals_the_probability_explanations_prediction(cls, n_cla
         )
         np.testing.assert_allclose(result.prediction, proba[:, c], rtol=0, atol=1e-10,
                                    err_msg=f"class {label!r}")
+
+
+def test_every_public_estimator_is_a_registered_family():
+    assert set(public_estimator_classes()) == set(ESTIMATOR_CLASSES)
