@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpexplain._version import __version__
+
 __all__ = ["FORMAT_VERSION", "load", "save"]
 
 FORMAT_VERSION = 1
@@ -156,10 +158,8 @@ def _versions() -> dict[str, str]:
     import gpytorch
     import torch
 
-    import gpexplain
-
     return {
-        "gpexplain": gpexplain.__version__,
+        "gpexplain": __version__,
         "torch": torch.__version__,
         "gpytorch": gpytorch.__version__,
         "numpy": np.__version__,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._optional import require
 from gpexplain._validation import as_feature_matrix, check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.poe._inputs import POESolverError, as_gradients, as_lambdas, as_values
@@ -163,7 +164,7 @@ def agg(base, X, gradients, values=None, S=None, S_tilde=None, lambdas=None) -> 
     POESolverError
         The solver did not return "optimal".
     """
-    import cvxpy as cp
+    cp = require("cvxpy", "poe", "agg")
 
     from gpexplain.poe.qcqp import (
         CERTIFIED_RTOL,

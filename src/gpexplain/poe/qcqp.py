@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 
+from gpexplain._optional import require
 from gpexplain.poe._inputs import POESolverError
 from gpexplain.poe._quadratic import QuadraticProblem
 from gpexplain.poe.similarity import Similarity
@@ -56,7 +57,7 @@ def _convex_terms(problem: QuadraticProblem, W, scale: float, l1: float) -> list
     explanations); the data are divided by ``scale`` (the objective is then ``1/scale^2`` of
     the original one).
     """
-    import cvxpy as cp
+    cp = require("cvxpy", "poe", "POE's convex solvers")
 
     n, d = problem.X.shape
     weights = problem.weights
@@ -106,7 +107,7 @@ def solve_convex(problem: QuadraticProblem, W, value_of, scale: float, r_max: fl
     the caller turns them into a certified lower bound. Without R_max the status must be
     "optimal"; with it "optimal_inaccurate" is passed on, to be certified by that bound.
     """
-    import cvxpy as cp
+    cp = require("cvxpy", "poe", "POE's convex solvers")
     from scipy.spatial.distance import cdist
 
     terms = _convex_terms(problem, W, scale, l1)
@@ -161,7 +162,7 @@ def solve_program(objective, constraints, allow_inaccurate: bool = False):
     ``allow_inaccurate``, "optimal_inaccurate" at the loosest tolerance is returned too (the
     caller certifies the solution itself).
     """
-    import cvxpy as cp
+    cp = require("cvxpy", "poe", "POE's convex solvers")
 
     program = cp.Problem(cp.Minimize(objective), constraints)
     statuses = []
@@ -205,7 +206,7 @@ def solve_qcqp(problem: QuadraticProblem, r_max: float, l1: float) -> tuple[np.n
     ValueError
         An indefinite similarity Laplacian.
     """
-    import cvxpy as cp
+    cp = require("cvxpy", "poe", "POE's convex solvers")
 
     scale = problem.data_scale()
     W = cp.Variable(problem.X.shape)
