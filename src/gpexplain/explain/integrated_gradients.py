@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpexplain._validation import order_by_name, to_numpy
+from gpexplain._torch import to_numpy
+from gpexplain._validation import order_by_name
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
 from gpexplain.explain._link import name_latent, resolve_output

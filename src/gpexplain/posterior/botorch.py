@@ -22,7 +22,7 @@ import copy
 import numpy as np
 
 from gpexplain._optional import require
-from gpexplain._validation import to_numpy
+from gpexplain._torch import to_numpy
 from gpexplain.kernels import RBF, as_kernel
 from gpexplain.kernels.gpytorch_adapter import input_scaled, squared_exponential
 from gpexplain.posterior.adapters import _as_matrix, _constant_mean
