@@ -9,10 +9,13 @@ indicator columns', with the covariance summed over the block).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
-from gpexplain.attribution import Attribution
+if TYPE_CHECKING:  # annotations only: the data layer sits below results (DESIGN.md)
+    from gpexplain.attribution import Attribution
 
 __all__ = ["CategoricalEncoder", "is_categorical"]
 

@@ -24,6 +24,14 @@ from gpexplain.attribution import Attribution
 from gpexplain.poe._inputs import POESolverError, as_gradients, as_lambdas, as_values
 from gpexplain.poe._quadratic import QuadraticProblem
 from gpexplain.poe.losses import _losses, objective
+from gpexplain.poe.qcqp import (
+    CERTIFIED_RTOL,
+    _convex_terms,
+    lagrangian_problem,
+    primal_value,
+    solve_convex,
+    solve_program,
+)
 from gpexplain.poe.similarity import as_similarity
 from gpexplain.poe.target import as_target, evaluate
 from gpexplain.poe.transductive import POEResult
@@ -165,15 +173,6 @@ def agg(base, X, gradients, values=None, S=None, S_tilde=None, lambdas=None) -> 
         The solver did not return "optimal".
     """
     cp = require("cvxpy", "poe", "agg")
-
-    from gpexplain.poe.qcqp import (
-        CERTIFIED_RTOL,
-        _convex_terms,
-        lagrangian_problem,
-        primal_value,
-        solve_convex,
-        solve_program,
-    )
 
     X, names = as_feature_matrix(X, "X")
     weights = as_lambdas({"F_grad": 1.0} if lambdas is None else lambdas)

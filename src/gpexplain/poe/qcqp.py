@@ -24,6 +24,8 @@ import numpy as np
 from gpexplain._optional import require
 from gpexplain.poe._inputs import POESolverError
 from gpexplain.poe._quadratic import QuadraticProblem
+from gpexplain.poe.losses import largest_squared_distances
+from gpexplain.poe.proximal import solve_l1
 from gpexplain.poe.similarity import Similarity
 
 __all__ = ["solve_convex", "solve_program", "solve_qcqp"]
@@ -245,8 +247,6 @@ def lagrangian_problem(scaled: QuadraticProblem, multipliers: np.ndarray) -> Qua
 
 
 def primal_value(scaled: QuadraticProblem, W: np.ndarray, r_max: float, l1: float) -> float:
-    from gpexplain.poe.losses import largest_squared_distances
-
     return (scaled.value(W) + l1 * float(np.sum(np.abs(W)))
             + r_max * float(np.sum(largest_squared_distances(W))))
 
@@ -258,8 +258,6 @@ def _dual_bound(scaled: QuadraticProblem, multipliers: np.ndarray, l1: float) ->
     similarity, added to the problem's own R_avg; the minimum is solved exactly (eigen-
     decomposition) or by the proximal method, and its own certified error is subtracted.
     """
-    from gpexplain.poe.proximal import solve_l1
-
     inner = lagrangian_problem(scaled, multipliers)
     if l1:
         W, certificate = solve_l1(inner, l1, tol=1e-12)
