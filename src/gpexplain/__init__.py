@@ -1,6 +1,15 @@
-"""gpexplain: exact, uncertainty-aware explanations of Gaussian-process models."""
+"""gpexplain: exact, uncertainty-aware explanations of Gaussian-process models.
 
-from gpexplain import datasets, kernels, links, metrics, plot, poe
+``import gpexplain`` loads torch, GPyTorch, NumPy, SciPy, pandas and scikit-learn, not
+matplotlib or any optional extra: the submodules in ``_LAZY_SUBMODULES`` (figures, POE with
+cvxpy and pymoo, metrics, bundled data) are imported on first attribute access (PEP 562),
+so ``gx.plot`` works as before and a command-line start does not pay for them.
+"""
+
+import importlib
+
+from gpexplain import kernels, links
+from gpexplain._version import __version__ as __version__
 from gpexplain.accuracy import CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
@@ -68,4 +77,17 @@ __all__ = [
     "save",
     "shapley_values",
 ]
-__version__ = "0.2.0"
+_LAZY_SUBMODULES = frozenset({"datasets", "metrics", "plot", "poe"})
+
+
+def __getattr__(name: str):
+    """Import a lazy submodule on first access (PEP 562); other names are missing."""
+    if name in _LAZY_SUBMODULES:
+        # import_module binds the submodule as an attribute of this package, so this runs once.
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names, lazy submodules included, as if they were imported eagerly."""
+    return sorted(set(globals()) | set(__all__))

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpexplain._validation import order_by_name, to_numpy
+from gpexplain._torch import to_numpy
+from gpexplain._validation import order_by_name
 
 __all__ = ["BASELINE_NAMES", "resolve_baseline", "resolve_baselines"]
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from gpexplain._torch import to_numpy
+
 __all__ = [
     "as_class_labels",
     "as_feature_matrix",
@@ -20,15 +22,7 @@ __all__ = [
     "check_feature_names",
     "check_finite_result",
     "order_by_name",
-    "to_numpy",
 ]
-
-
-def to_numpy(value):
-    """Convert a torch tensor (without importing torch eagerly) to NumPy; pass others through."""
-    if type(value).__module__.startswith("torch"):
-        return value.detach().cpu().numpy()
-    return value
 
 
 def as_feature_matrix(

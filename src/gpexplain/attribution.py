@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from gpexplain._optional import require
+
 __all__ = ["Attribution"]
 
 
@@ -271,12 +273,7 @@ class Attribution:
             so the f(x) that shap's waterfall shows is the sum of the values, not the
             prediction.
         """
-        try:
-            import shap
-        except ImportError:
-            raise ImportError(
-                'Attribution.to_shap needs shap: pip install "gpexplain[shap]".'
-            ) from None
+        shap = require("shap", "shap", "Attribution.to_shap")
         lower, upper = self.interval(level)
         base = self.baseline_prediction
         if base is None:

@@ -49,6 +49,7 @@ from gpexplain._validation import (
     to_numpy,
 )
 from gpexplain.attribution import Attribution
+from gpexplain.poe.losses import losses
 
 __all__ = ["completeness", "faithfulness", "property_losses", "stability", "sufficiency"]
 
@@ -517,8 +518,6 @@ def property_losses(attribution, gradients, values=None, S=None, S_tilde=None) -
     ValueError
         Shapes that do not match ``attribution.X``.
     """
-    from gpexplain.poe.losses import losses
-
     if not isinstance(attribution, Attribution):
         raise TypeError(
             f"attribution must be a gx.Attribution, got {type(attribution).__name__}."

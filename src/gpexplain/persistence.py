@@ -31,6 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gpexplain._torch import to_numpy
+from gpexplain._version import __version__
+
 __all__ = ["FORMAT_VERSION", "load", "save"]
 
 FORMAT_VERSION = 1
@@ -156,10 +159,8 @@ def _versions() -> dict[str, str]:
     import gpytorch
     import torch
 
-    import gpexplain
-
     return {
-        "gpexplain": gpexplain.__version__,
+        "gpexplain": __version__,
         "torch": torch.__version__,
         "gpytorch": gpytorch.__version__,
         "numpy": np.__version__,
@@ -341,7 +342,7 @@ class _Encoder:
                     and isinstance(obj, np.generic)}
         if isinstance(obj, torch.Tensor):
             return {
-                "tensor": self._array(obj.detach().cpu().numpy()),
+                "tensor": self._array(to_numpy(obj)),
                 "parameter": isinstance(obj, torch.nn.Parameter),
                 "requires_grad": bool(obj.requires_grad),
             }

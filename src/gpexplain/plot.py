@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from scipy.stats import norm
 
 from gpexplain.attribution import Attribution
+from gpexplain.global_attribution import GlobalSensitivity
 
 __all__ = [
     "plot_attributions",
@@ -315,8 +316,6 @@ def plot_global_sensitivity(result, ax: Axes | None = None) -> Figure:
         The figure drawn on; a ``TypeError`` is raised instead when ``result`` is not a
         ``GlobalSensitivity``.
     """
-    from gpexplain.global_attribution import GlobalSensitivity
-
     if not isinstance(result, GlobalSensitivity):
         raise TypeError(
             "result must be a GlobalSensitivity (from gx.global_sensitivity), got "

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-import gpexplain
+from gpexplain._version import __version__
 from gpexplain.cli import datasets, demo, explain, poe, report, sensitivity
 
 __all__ = ["app"]
@@ -26,7 +26,7 @@ for name, module in (("explain", explain), ("demo", demo), ("report", report), (
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"gpexplain {gpexplain.__version__}")
+        typer.echo(f"gpexplain {__version__}")
         raise typer.Exit()
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-import gpexplain
+from gpexplain._version import __version__
 from gpexplain.cli.choices import Choice
 from gpexplain.cli.common import INTERVAL_LEVEL, finite_or_none, say
 from gpexplain.plot import plot_attributions, plot_global_importance
@@ -108,7 +108,7 @@ def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
         "baseline": None,
         "completeness_gap": {"mean": gaps["mean"], "variance": gaps["variance"]},
         "timings_seconds": record.timings,
-        "gpexplain_version": gpexplain.__version__,
+        "gpexplain_version": __version__,
     }
     if attr.baseline is not None and np.ndim(attr.baseline) == 2:  # a background sample
         result["baseline"] = {

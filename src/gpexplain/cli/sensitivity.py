@@ -26,7 +26,7 @@ import pandas as pd
 import typer
 from rich.console import Console
 
-import gpexplain
+from gpexplain._version import __version__
 from gpexplain.cli import options, reading, stages
 from gpexplain.cli.choices import check_choice
 from gpexplain.cli.common import fail, make_output_directory, say, write_json
@@ -93,7 +93,7 @@ def command(
                  "variance of the posterior mean",
         "features": table.to_dict(orient="records"),
         "timings_seconds": timings,
-        "gpexplain_version": gpexplain.__version__,
+        "gpexplain_version": __version__,
     }
     write_json(out / "summary.json", summary)
     plot_global_sensitivity(result).savefig(out / "sensitivity.png", dpi=120)

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._torch import as_tensor, to_numpy
+
 __all__ = [
     "QUADRATURE_RULES",
     "quadrature_rule",
@@ -119,13 +121,10 @@ def _gradient(output, wrt, **options):
     return gradient
 
 
-def _path(X, baseline, nodes):
-    """Path points ``xt + t_k (x - xt)`` as a (n_points, n_nodes, n_features) tensor."""
-    import torch
-
-    x = torch.as_tensor(X, dtype=torch.float64)
-    xt = torch.as_tensor(baseline, dtype=torch.float64)
-    t = torch.as_tensor(nodes, dtype=torch.float64)
+def _path(X, baseline, nodes, like):
+    """Path points ``xt + t_k (x - xt)`` as a (n_points, n_nodes, n_features) tensor, on the
+    device and in the dtype of ``like`` (the kernel module)."""
+    x, xt, t = (as_tensor(values, like=like) for values in (X, baseline, nodes))
     return xt + t[None, :, None] * (x - xt)[:, None, :], x - xt
 
 
@@ -175,9 +174,9 @@ def integrated_gradient_functionals(
 
     n_points, n_features = X.shape
     n_nodes, n_train = nodes.shape[0], Z.shape[0]
-    path, delta = _path(X, baseline, nodes)  # (p, K, D), (p, D)
-    w = torch.as_tensor(weights, dtype=torch.float64)
-    train = torch.as_tensor(Z, dtype=torch.float64)
+    path, delta = _path(X, baseline, nodes, torch_kernel)  # (p, K, D), (p, D)
+    w = as_tensor(weights, like=torch_kernel)
+    train = as_tensor(Z, like=torch_kernel)
 
     # Kernels are evaluated on explicit pairs (diag=True): each pair's gradient is then one
     # backward pass away, and GPyTorch's pairwise path uses torch.cdist, which has no
@@ -190,13 +189,13 @@ def integrated_gradient_functionals(
     gradient = gradient.reshape(n_points, n_nodes, n_train, n_features)
     cross = torch.einsum("k,pkni->pin", w, gradient) * delta[:, :, None]
     if not with_prior:
-        return cross.numpy(), None
+        return to_numpy(cross), None
 
     # Prior term: mixed second derivative of k(g_k, g'_l), weighted by w_k w'_l.
     nodes2, weights2 = staggered_rule(nodes)
     n_nodes2 = nodes2.shape[0]
-    path2, _ = _path(X, baseline, nodes2)  # (p, K', D)
-    w2 = torch.as_tensor(weights2, dtype=torch.float64)
+    path2, _ = _path(X, baseline, nodes2, torch_kernel)  # (p, K', D)
+    w2 = as_tensor(weights2, like=torch_kernel)
     left = path[:, :, None, :].expand(-1, -1, n_nodes2, -1).reshape(-1, n_features)
     right = path2[:, None, :, :].expand(-1, n_nodes, -1, -1).reshape(-1, n_features)
     left = left.detach().requires_grad_(True)
@@ -204,13 +203,13 @@ def integrated_gradient_functionals(
     pair_weights = (w[:, None] * w2[None, :]).reshape(-1).repeat(n_points)
     values = torch_kernel(left, right, diag=True)
     grad_left = _gradient((values * pair_weights).sum(), left, create_graph=True)
-    prior = torch.empty(n_points, n_features, n_features, dtype=torch.float64)
+    prior = grad_left.new_empty((n_points, n_features, n_features))
     for i in range(n_features):
         mixed = _gradient(grad_left[:, i].sum(), right, retain_graph=True)
         prior[:, i, :] = mixed.reshape(n_points, -1, n_features).sum(dim=1)
     prior = prior * delta[:, :, None] * delta[:, None, :]
     prior = 0.5 * (prior + prior.transpose(1, 2))  # the staggered pairing is not symmetric
-    return cross.numpy(), prior.detach().numpy()
+    return to_numpy(cross), to_numpy(prior)
 
 
 # -- stationary kernels: graded path rule and single-integral prior ---------------------------
@@ -232,14 +231,12 @@ def _weighted_mixed_derivatives(torch_kernel, left, right, weights, n_groups):
     -------
     torch.Tensor (n_groups, D, D)
     """
-    import torch
-
     n_features = left.shape[1]
     left = left.detach().requires_grad_(True)
     right = right.detach().requires_grad_(True)
     values = _pairwise(torch_kernel, left, right)
     grad_left = _gradient((values * weights).sum(), left, create_graph=True)
-    out = torch.empty(n_groups, n_features, n_features, dtype=torch.float64)
+    out = grad_left.new_empty((n_groups, n_features, n_features))
     for i in range(n_features):
         mixed = _gradient(grad_left[:, i].sum(), right, retain_graph=True)
         out[:, i, :] = mixed.reshape(n_groups, -1, n_features).sum(dim=1)
@@ -263,16 +260,14 @@ def weighted_pair_hessian(torch_kernel, X: np.ndarray, weights: np.ndarray) -> n
     -------
     ndarray (n_features, n_features)
     """
-    import torch
-
     rows, cols = np.nonzero(~np.eye(len(X), dtype=bool))
     if rows.size == 0:
         return np.zeros((X.shape[1], X.shape[1]))
-    points = torch.as_tensor(X, dtype=torch.float64)
-    pair_weights = torch.as_tensor(weights[rows, cols], dtype=torch.float64)
-    return _weighted_mixed_derivatives(
+    points = as_tensor(X, like=torch_kernel)
+    pair_weights = as_tensor(weights[rows, cols], like=torch_kernel)
+    return to_numpy(_weighted_mixed_derivatives(
         torch_kernel, points[rows], points[cols], pair_weights, 1
-    )[0].numpy()
+    )[0])
 
 
 def _sinh_nodes(lower, upper, centre, spread, graded, x, w):
@@ -386,16 +381,15 @@ def stationary_cross(torch_kernel, leaves, X, baseline, Z, n_steps: int) -> np.n
     -------
     ndarray (n_points, n_features, n_train)
     """
-    import torch
 
     nodes, weights = graded_path_rule(X, baseline, Z, leaves, n_steps)
     n_points, n_train, n_nodes = nodes.shape
     delta = X - baseline[None, :]
     path = baseline + nodes[..., None] * delta[:, None, None, :]  # (p, n, K, D)
-    left = torch.as_tensor(path.reshape(-1, X.shape[1])).requires_grad_(True)
-    right = torch.as_tensor(np.repeat(np.tile(Z, (n_points, 1)), n_nodes, axis=0))
+    left = as_tensor(path.reshape(-1, X.shape[1]), like=torch_kernel).requires_grad_(True)
+    right = as_tensor(np.repeat(np.tile(Z, (n_points, 1)), n_nodes, axis=0), like=torch_kernel)
     gradient = _gradient(_pairwise(torch_kernel, left, right).sum(), left)
-    gradient = gradient.numpy().reshape(n_points, n_train, n_nodes, X.shape[1])
+    gradient = to_numpy(gradient).reshape(n_points, n_train, n_nodes, X.shape[1])
     cross = np.einsum("pnk,pnki->pin", weights, gradient) * delta[:, :, None]
     # A feature with x_i = xt_i gets exactly zero (and a zero-distance leaf may give NaN).
     return np.where((delta != 0)[:, :, None], cross, 0.0)
@@ -489,7 +483,6 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int, leaves=()) -> np.n
     -------
     ndarray (n_points, n_features, n_features), symmetric.
     """
-    import torch
 
     delta = X - baseline[None, :]
     moved = np.any(delta != 0, axis=1)
@@ -505,13 +498,13 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int, leaves=()) -> np.n
     left = baseline + tau[:, :, None] * delta[:, None, :]  # (p, K, D)
     right = np.broadcast_to(baseline, left.shape)
     pair_weights = (2.0 * (1.0 - tau) * w).reshape(-1)
-    prior = _weighted_mixed_derivatives(
+    prior = to_numpy(_weighted_mixed_derivatives(
         torch_kernel,
-        torch.as_tensor(left.reshape(-1, n_features)),
-        torch.as_tensor(np.ascontiguousarray(right).reshape(-1, n_features)),
-        torch.as_tensor(pair_weights),
+        as_tensor(left.reshape(-1, n_features), like=torch_kernel),
+        as_tensor(np.ascontiguousarray(right).reshape(-1, n_features), like=torch_kernel),
+        as_tensor(pair_weights, like=torch_kernel),
         n_points,
-    ).numpy()
+    ))
     prior = prior * delta[:, :, None] * delta[:, None, :]
     prior = np.where((delta[:, :, None] != 0) & (delta[:, None, :] != 0), prior, 0.0)
     return 0.5 * (prior + np.swapaxes(prior, 1, 2))
@@ -559,7 +552,6 @@ def path_pair_prior(
     -------
     ndarray (n_points, n_features, n_features), not symmetric (``P(b, a) = P(a, b)^T``).
     """
-    import torch
 
     rho, w_rho = quadrature_rule("gauss-legendre", n_steps)
     n_points, n_features = X.shape
@@ -588,12 +580,12 @@ def path_pair_prior(
     left = np.concatenate([a.reshape(n_points, -1, n_features) for a in lefts], axis=1)
     right = np.concatenate([a.reshape(n_points, -1, n_features) for a in rights], axis=1)
     weight = np.concatenate([a.reshape(n_points, -1) for a in weights], axis=1)
-    prior = _weighted_mixed_derivatives(
+    prior = to_numpy(_weighted_mixed_derivatives(
         torch_kernel,
-        torch.as_tensor(left.reshape(-1, n_features)),
-        torch.as_tensor(right.reshape(-1, n_features)),
-        torch.as_tensor(weight.reshape(-1)),
+        as_tensor(left.reshape(-1, n_features), like=torch_kernel),
+        as_tensor(right.reshape(-1, n_features), like=torch_kernel),
+        as_tensor(weight.reshape(-1), like=torch_kernel),
         n_points,
-    ).numpy()
+    ))
     prior = prior * d[:, :, None] * e[:, None, :]
     return np.where((d[:, :, None] != 0) & (e[:, None, :] != 0), prior, 0.0)

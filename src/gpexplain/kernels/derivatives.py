@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpexplain._torch import as_tensor, to_numpy
 from gpexplain.kernels.gpytorch_tree import Frame, KernelTreeVisitor
 
 __all__ = [
@@ -107,9 +108,9 @@ def gradient_cross(module, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
     # Explicit pairs with diag=True: each pair's derivative is one backward pass away, and the
     # kernel sees x - z directly (GPyTorch's pairwise path expands |x|^2 + |z|^2 - 2 x.z, which
     # cancels when the inputs sit far from zero relative to the lengthscale).
-    left = torch.as_tensor(X, dtype=torch.float64)[:, None, :].expand(-1, n_basis, -1)
+    left = as_tensor(X, like=module)[:, None, :].expand(-1, n_basis, -1)
     left = left.reshape(-1, n_features).clone().requires_grad_(True)
-    right = torch.as_tensor(Z, dtype=torch.float64)[None].expand(n_points, -1, -1)
+    right = as_tensor(Z, like=module)[None].expand(n_points, -1, -1)
     right = right.reshape(-1, n_features)
     # GPyTorch kernels take a shortcut when their two arguments are equal tensors (every query
     # row equal to every basis row): some then use x1 for both arguments (a linear kernel
@@ -121,7 +122,7 @@ def gradient_cross(module, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
     values = module(pairs_left, pairs_right, diag=True)[:-1]
     (gradient,) = torch.autograd.grad(values.sum(), left, allow_unused=True, materialize_grads=True)
     return np.ascontiguousarray(
-        gradient.reshape(n_points, n_basis, n_features).permute(0, 2, 1).numpy()
+        to_numpy(gradient.reshape(n_points, n_basis, n_features).permute(0, 2, 1))
     )
 
 
@@ -276,7 +277,7 @@ def _leaf_derivatives(module, X: np.ndarray) -> _SamePoint:
                 "RFFKernel has not drawn its random frequencies yet (GPyTorch draws them on "
                 "first use); evaluate the kernel once or set randn_weights."
             )
-        weights = module.randn_weights.detach().cpu().numpy().astype(np.float64)  # (d, M)
+        weights = to_numpy(module.randn_weights).astype(np.float64)  # (d, M)
         if weights.shape[0] != X.shape[1]:
             raise ValueError(
                 f"RFFKernel has frequencies in {weights.shape[0]} dimensions but reads "
@@ -316,7 +317,7 @@ def _lengthscales(module, X: np.ndarray) -> np.ndarray:
 
 def _broadcast(module, name: str, parameter, n_features: int) -> np.ndarray:
     """One positive value per feature the kernel reads (isotropic values are repeated)."""
-    values = parameter.detach().cpu().numpy().astype(np.float64).reshape(-1)
+    values = to_numpy(parameter).astype(np.float64).reshape(-1)
     if values.size == 1:
         return np.full(n_features, values[0])
     if values.size != n_features:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._torch import as_tensor, to_numpy
 from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.rbf import RBF
 
@@ -41,28 +42,26 @@ class GPyTorchKernel(Kernel):
         import torch
 
         with torch.no_grad():
-            K = self.module(_as_tensor(X1), _as_tensor(X2)).to_dense()
-        return K.numpy()
+            K = self.module(self._module_input(X1), self._module_input(X2))
+            return to_numpy(K.to_dense())
 
     def diag(self, X: np.ndarray) -> np.ndarray:
         """``k(x, x)`` for each row, shape (n,)."""
         import torch
 
         with torch.no_grad():
-            X_t = _as_tensor(X)
-            return self.module(X_t, X_t, diag=True).numpy()
+            X_t = self._module_input(X)
+            return to_numpy(self.module(X_t, X_t, diag=True))
 
     def torch_kernel(self, n_features: int):
         """The wrapped module (used by autograd-based explanations)."""
         return self.module
 
-
-def _as_tensor(X):
-    """float64 torch tensor of an array; views with negative strides (``X[::-1]``), which
-    torch refuses, are copied first."""
-    import torch
-
-    return torch.as_tensor(np.ascontiguousarray(X, dtype=np.float64))
+    def _module_input(self, X):
+        """``X`` as a tensor on the module's device, in C order as the module has always been
+        given here (the layout decides the summation order, so the last bits, of its matrix
+        products)."""
+        return as_tensor(np.ascontiguousarray(X), like=self.module)
 
 
 def squared_exponential(module):
@@ -91,7 +90,7 @@ def squared_exponential(module):
         return None
     if len(module.batch_shape) > 0:
         return None
-    lengthscale = module.lengthscale.detach().double().numpy().reshape(-1)
+    lengthscale = to_numpy(module.lengthscale).astype(np.float64).reshape(-1)
     if module.ard_num_dims is None or module.ard_num_dims == 1:
         return RBF(float(lengthscale[0]), variance)
     return RBF(lengthscale.copy(), variance)
@@ -160,9 +159,11 @@ def _input_scaled_class():
         def __init__(self, base_kernel, shift, scale, outputscale):
             super().__init__()
             self.base_kernel = base_kernel
-            self.register_buffer("shift", torch.as_tensor(np.asarray(shift, dtype=np.float64)))
-            self.register_buffer("scale", torch.as_tensor(np.asarray(scale, dtype=np.float64)))
-            self.register_buffer("factor", torch.tensor(float(outputscale), dtype=torch.float64))
+            # On the base kernel's device; float64 until ``input_scaled`` converts the whole.
+            for name, value in (("shift", shift), ("scale", scale), ("factor", outputscale)):
+                self.register_buffer(
+                    name, as_tensor(value, like=base_kernel, dtype=torch.float64)
+                )
 
         @property
         def is_stationary(self) -> bool:

@@ -30,6 +30,9 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from gpexplain._torch import to_numpy
+from gpexplain.kernels.gpytorch_adapter import _input_scaled_class
+
 __all__ = ["Frame", "KernelTreeVisitor"]
 
 Result = TypeVar("Result")
@@ -127,18 +130,16 @@ class KernelTreeVisitor(ABC, Generic[Result]):
             )
         active = getattr(module, "active_dims", None)
         if active is not None:
-            frame = frame.restrict(module, active.detach().cpu().numpy())
+            frame = frame.restrict(module, to_numpy(active))
         return self._forward(module, frame)
 
     def _forward(self, module, frame: Frame) -> Result:
         import gpytorch.kernels as gk
 
-        from gpexplain.kernels.gpytorch_adapter import _input_scaled_class
-
         kind = type(module)  # exact types: subclasses (e.g. RBFKernelGrad) change the outputs
         if kind is _input_scaled_class():
-            scale = module.scale.detach().cpu().numpy().astype(np.float64)
-            shift = module.shift.detach().cpu().numpy().astype(np.float64)
+            scale = to_numpy(module.scale).astype(np.float64)
+            shift = to_numpy(module.shift).astype(np.float64)
             inner = self._call(module.base_kernel, frame.rescale(shift, scale))
             return self.scaled(inner, _scalar(module.factor))
         if kind is gk.ScaleKernel:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._torch import as_tensor
 from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.rbf import RBF
 
@@ -76,7 +77,7 @@ class LocallyLinear(Kernel):
         import torch
 
         x_part = self.input_kernel.torch_kernel(self.n_inputs)
-        z_dims = torch.arange(self.n_inputs, n_features)
+        z_dims = as_tensor(np.arange(self.n_inputs, n_features), dtype=torch.long)
         z_part = gpytorch.kernels.LinearKernel(active_dims=z_dims).double()
-        z_part.variance = torch.tensor(1.0, dtype=torch.float64)
+        z_part.variance = as_tensor(1.0, like=z_part)
         return gpytorch.kernels.ProductKernel(x_part, z_part).double()

@@ -34,6 +34,7 @@ import gpytorch
 import numpy as np
 import torch
 
+from gpexplain._torch import as_tensor
 from gpexplain.kernels._parameters import as_lengthscale
 from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.measures import Empirical, Gaussian, _backend
@@ -329,11 +330,11 @@ class OrthogonalAdditive(Kernel):
             n_features=active.size,
             max_order=min(self.order, active.size),
             lengthscale_constraint=lengthscale_constraint,
-            active_dims=None if active.size == n_features else torch.as_tensor(active),
+            active_dims=None if active.size == n_features else as_tensor(active, dtype=torch.long),
         ).double()
-        module.lengthscale = torch.as_tensor(lengthscale[active], dtype=torch.float64)
-        module.order_variances = torch.as_tensor(
-            self.order_variances[: module.max_order + 1], dtype=torch.float64
+        module.lengthscale = as_tensor(lengthscale[active], like=module)
+        module.order_variances = as_tensor(
+            self.order_variances[: module.max_order + 1], like=module
         )
         return module
 
@@ -463,7 +464,7 @@ class _TorchOrthogonalAdditive(gpytorch.kernels.Kernel):
 
     @order_variances.setter
     def order_variances(self, value):
-        value = torch.as_tensor(value, dtype=self.raw_order_variances.dtype)
+        value = as_tensor(value, like=self.raw_order_variances)
         self.initialize(
             raw_order_variances=self.raw_order_variances_constraint.inverse_transform(value)
         )

@@ -37,8 +37,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpexplain._torch import to_numpy
+from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
 from gpexplain.kernels.gpytorch_tree import Frame, KernelTreeVisitor
 from gpexplain.kernels.measures import Empirical, Uniform, check_measure
+from gpexplain.kernels.rbf import RBF
 
 __all__ = ["Factor", "ProductStructure", "product_structure"]
 
@@ -420,9 +423,6 @@ def product_structure(kernel, n_features: int) -> ProductStructure | None:
     -------
     ProductStructure or None
     """
-    from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
-    from gpexplain.kernels.rbf import RBF
-
     if type(kernel) is RBF:
         lengthscale = kernel._lengthscales(n_features)
         factors = tuple(
@@ -469,7 +469,7 @@ class _Product(KernelTreeVisitor["ProductStructure | None"]):
             return None
         if kind is not gk.RBFKernel and frame.size != 1:
             return None  # a function of the joint distance of several features
-        lengthscale = module.lengthscale.detach().double().numpy().reshape(-1)
+        lengthscale = to_numpy(module.lengthscale).astype(np.float64).reshape(-1)
         lengthscale = np.broadcast_to(lengthscale, frame.dims.shape) * frame.scale
         if kind is gk.RBFKernel:
             made = [Factor("se", float(length)) for length in lengthscale]

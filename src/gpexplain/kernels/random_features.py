@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._torch import as_tensor
 from gpexplain.kernels._parameters import as_variance
 from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.rbf import RBF
@@ -188,7 +189,6 @@ class RandomFeatureKernel(Kernel):
             ``n_features`` differs from the frequencies' dimension.
         """
         import gpytorch
-        import torch
 
         if n_features != self.n_features:
             raise ValueError(
@@ -197,12 +197,10 @@ class RandomFeatureKernel(Kernel):
             )
         base = gpytorch.kernels.RFFKernel(num_samples=self.n_frequencies).double()
         # RFFKernel draws its frequencies lazily unless the buffer already exists.
-        base.register_buffer(
-            "randn_weights", torch.as_tensor(self.frequencies.T.copy(), dtype=torch.float64)
-        )
-        base.lengthscale = torch.ones(1, 1, dtype=torch.float64)
+        base.register_buffer("randn_weights", as_tensor(self.frequencies.T.copy(), like=base))
+        base.lengthscale = as_tensor(np.ones((1, 1)), like=base)
         kernel = gpytorch.kernels.ScaleKernel(base).double()
-        kernel.outputscale = torch.tensor(self.variance, dtype=torch.float64)
+        kernel.outputscale = as_tensor(self.variance, like=kernel)
         return kernel.eval()
 
     # -- integrated-gradient functionals --------------------------------------------------

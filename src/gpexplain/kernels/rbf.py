@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from gpexplain._torch import as_tensor
 from gpexplain.kernels._gaussian_integrals import (
     exp_difference,
     path_integral_unit_gaussian,
@@ -103,15 +104,14 @@ class RBF(Kernel):
         lengthscale = self._lengthscales(n_features)
         active = np.flatnonzero(np.isfinite(lengthscale))
         if active.size == 0:
-            return gpytorch.kernels.ConstantKernel().double().initialize(
-                constant=torch.tensor(self.variance, dtype=torch.float64)
-            )
+            constant = gpytorch.kernels.ConstantKernel().double()
+            return constant.initialize(constant=as_tensor(self.variance, like=constant))
         base = gpytorch.kernels.RBFKernel(
-            ard_num_dims=active.size, active_dims=torch.as_tensor(active)
+            ard_num_dims=active.size, active_dims=as_tensor(active, dtype=torch.long)
         )
         kernel = gpytorch.kernels.ScaleKernel(base).double()
-        base.lengthscale = torch.as_tensor(lengthscale[active], dtype=torch.float64)
-        kernel.outputscale = torch.tensor(self.variance, dtype=torch.float64)
+        base.lengthscale = as_tensor(lengthscale[active], like=base)
+        kernel.outputscale = as_tensor(self.variance, like=kernel)
         return kernel
 
     # -- gradient (derivative-process) functionals -----------------------------------------

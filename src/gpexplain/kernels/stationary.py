@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpexplain._torch import to_numpy
 from gpexplain.kernels.gpytorch_tree import Frame, KernelTreeVisitor
 
 __all__ = ["RadialLeaf", "radial_leaves"]
@@ -104,7 +105,7 @@ class _RadialLeaves(KernelTreeVisitor[list | None]):
                 "a Matern kernel with nu=0.5 is not differentiable: integrated gradients of its "
                 "GP do not exist. Use nu=1.5 or nu=2.5."
             )
-        lengthscale = module.lengthscale.detach().double().numpy().reshape(-1)
+        lengthscale = to_numpy(module.lengthscale).astype(np.float64).reshape(-1)
         lengthscale = np.broadcast_to(lengthscale, frame.dims.shape) * frame.scale
         if isinstance(module, gk.RBFKernel):
             offset = None

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from linear_operator.utils.warnings import NumericalWarning
 
+from gpexplain._torch import as_tensor
+
 __all__ = [
     "log_uniform",
     "DEFAULT_NOISE",
@@ -124,8 +126,7 @@ def maximise_exact_marginal_likelihood(
     evaluation. ``stopped_early``: the optimiser raised (e.g. a matrix not positive definite
     in a line search) and the model holds the best point it had evaluated.
     """
-    X_t = torch.as_tensor(Xs, dtype=torch.float64)
-    y_t = torch.as_tensor(ys, dtype=torch.float64)
+    X_t, y_t = as_tensor(Xs), as_tensor(ys)
     likelihood = gaussian_likelihood()
     model = ExactGPModel(X_t, y_t, likelihood, mean_module, covar_module).double()
     likelihood.noise = torch.tensor(float(noise))

@@ -19,6 +19,7 @@ import gpytorch
 import numpy as np
 import torch
 
+from gpexplain._torch import as_tensor, to_numpy
 from gpexplain.kernels import RBF, as_kernel
 from gpexplain.kernels.gpytorch_adapter import input_scaled, squared_exponential
 from gpexplain.models._fitting import LENGTHSCALE_LOWER_BOUND, log_uniform
@@ -70,8 +71,8 @@ class _NamedKernel:
         bound = gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND)
         base = self._base(len(lengthscale) if len(lengthscale) > 1 else None, bound)
         module = gpytorch.kernels.ScaleKernel(base).double()
-        base.lengthscale = torch.as_tensor(lengthscale)
-        module.outputscale = torch.tensor(float(outputscale), dtype=torch.float64)
+        base.lengthscale = as_tensor(lengthscale, like=base)
+        module.outputscale = as_tensor(float(outputscale), like=module)
         self._set_shape(base, index, rng)
         return module
 
@@ -86,7 +87,7 @@ class _NamedKernel:
         if isinstance(module, RBF):
             lengthscale, outputscale = module.lengthscale, module.variance * y_scale**2
         else:
-            lengthscale = module.base_kernel.lengthscale.detach().numpy().reshape(-1)
+            lengthscale = to_numpy(module.base_kernel.lengthscale).reshape(-1)
             outputscale = float(module.outputscale.detach()) * y_scale**2
         return self._in_original_units(module, lengthscale, outputscale, n_features, active,
                                        x_scale)
@@ -94,15 +95,15 @@ class _NamedKernel:
     def _in_original_units(self, module, lengthscale, outputscale, n_features, active, x_scale):
         # The same ARD kernel over the non-constant columns, lengthscales in the units of X
         # (the standardisation shift cancels in x - x').
-        dims = None if active.size == n_features else torch.as_tensor(active)
+        dims = None if active.size == n_features else as_tensor(active, dtype=torch.long)
         original = self._base(active.size, None, dims)
         # float64 before any value is set: a float32 parameter would round it.
         scaled = gpytorch.kernels.ScaleKernel(original).double()
         self._copy_shape(module.base_kernel, original)
-        original.lengthscale = torch.as_tensor(
-            np.broadcast_to(lengthscale, (active.size,)) * x_scale
+        original.lengthscale = as_tensor(
+            np.broadcast_to(lengthscale, (active.size,)) * x_scale, like=original
         )
-        scaled.outputscale = torch.tensor(outputscale, dtype=torch.float64)
+        scaled.outputscale = as_tensor(outputscale, like=scaled)
         return as_kernel(scaled)
 
     def _copy_shape(self, fitted, original) -> None:
@@ -138,7 +139,7 @@ class _RationalQuadratic(_NamedKernel):
 
     def _set_shape(self, base, index, rng) -> None:
         alpha = 1.0 if index == 0 else float(log_uniform(rng, 0.1, 10.0))
-        base.alpha = torch.tensor(alpha, dtype=torch.float64)
+        base.alpha = as_tensor(alpha, like=base)
 
     def _copy_shape(self, fitted, original) -> None:
         original.alpha = fitted.alpha.detach().clone()
@@ -171,8 +172,8 @@ class _UserKernel:
                     current = getattr(child, name, None) if hasattr(child, f"raw_{name}") \
                         else None
                     if isinstance(current, torch.Tensor):
-                        setattr(child, name, torch.as_tensor(
-                            log_uniform(rng, 0.1, 10.0, current.shape)))
+                        setattr(child, name, as_tensor(
+                            log_uniform(rng, 0.1, 10.0, current.shape), like=current))
         return module
 
     def given_module(self, start, x_mean, x_scale, y_scale):

@@ -28,6 +28,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.preprocessing import StandardScaler
 
+from gpexplain._torch import to_numpy
 from gpexplain.kernels.measures import Empirical, Gaussian
 from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.models._base import PosteriorEstimator
@@ -246,8 +247,8 @@ def _optimise(Xs, ys, measure, order, start, max_iter, callback, start_index, n_
         return None
     _, likelihood, stopped_early = fitted
     values = (
-        covar_module.lengthscale.detach().numpy().reshape(-1).copy(),
-        covar_module.order_variances.detach().numpy().copy(),
+        to_numpy(covar_module.lengthscale).reshape(-1).copy(),
+        to_numpy(covar_module.order_variances).copy(),
         float(likelihood.noise.detach().reshape(-1)[0]),
     )
     if not all(np.all(np.isfinite(v)) for v in values):

@@ -28,8 +28,9 @@ concatenated inputs ``(x, z)`` with the locally linear kernel ``k_x(x, x') z . z
 (``gpexplain.kernels.LocallyLinear``) and per-row noise variance ``noise + weight_noise |z_i|^2``
 (the diagonal of C), and the weights are the linear functional ``d f / d z``
 (``gpexplain.functionals.local_linear_weight``). So ``posterior_`` is an ``ExactPosterior``
-and ``predict``/``explain`` go through it and the explanation driver; only the fit, which
-maximises the likelihood in closed form over four hyperparameters, is GPX's own.
+and ``predict``/``explain`` go through it and the explanation driver (``explain`` through
+``gpexplain.explain.gpx``); only the fit, which maximises the likelihood in closed form over
+four hyperparameters, is GPX's own.
 """
 
 from __future__ import annotations
@@ -42,14 +43,13 @@ from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
+from gpexplain._torch import as_tensor, to_numpy
 from gpexplain._validation import (
     as_feature_matrix,
     as_target,
     check_feature_count,
     check_feature_names,
 )
-from gpexplain.explain._driver import explain as explain_functional
-from gpexplain.functionals.local_linear_weight import LocalLinearWeight
 from gpexplain.kernels import RBF
 from gpexplain.kernels.locally_linear import LocallyLinear
 from gpexplain.models._fitting import (
@@ -202,6 +202,10 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
     Y. Yoshikawa and T. Iwata, "Gaussian Process Regression With Local Explanation",
     arXiv:2007.01669 (2020).
     """
+
+    # Plugged in by ``gpexplain.explain.gpx`` (see ``explain``): the function explaining a fitted
+    # model, called as a method.
+    _explanation = None
 
     def __init__(
         self,
@@ -442,15 +446,14 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
         ------
         ValueError
             Unknown ``what``, or bad query points (see ``predict``).
+
+        Notes
+        -----
+        Computed by ``gpexplain.explain.gpx.gpx_explanation``: explanations sit above
+        estimators (DESIGN.md's layers), so that module plugs itself in here
+        (``_explanation``) when it is imported, which ``import gpexplain`` always does.
         """
-        functional = LocalLinearWeight(  # checks ``what``
-            self.X_train_.shape[1], what, feature_names=self.feature_names_in_
-        )
-        inputs = np.hstack(self._check_query(X, Z))
-        return explain_functional(
-            self.posterior_, inputs, functional, return_cov=return_cov,
-            caller="GPXRegressor.explain",
-        )
+        return self._explanation(X, Z, what=what, return_cov=return_cov)
 
 
 def _as_representation(Z, n_rows: int) -> tuple[np.ndarray, list[str]]:
@@ -570,10 +573,10 @@ class _Problem:
     """
 
     def __init__(self, Xs, Zs, ys):
-        self.X, Z, self.y = (torch.as_tensor(a, dtype=torch.float64) for a in (Xs, Zs, ys))
+        self.X, Z, self.y = (as_tensor(a) for a in (Xs, Zs, ys))
         self.gram = Z @ Z.T
         # For the isotropic kernel the unscaled squared distances are computed once.
-        self.isotropic_distances = _squared_distances(self.X, torch.ones(1, dtype=torch.float64))
+        self.isotropic_distances = _squared_distances(self.X, as_tensor(np.ones(1), like=self.X))
 
     def loss(self, lengthscale, variance, weight_noise, noise):
         """Minus the log marginal likelihood per data point (torch tensors in, tensor out)."""
@@ -586,7 +589,7 @@ class _Problem:
     def log_marginal_likelihood(self, hyper) -> float:
         """At ``(lengthscale, variance, weight_noise, noise)``; ValueError where C is not
         positive definite (``best_of_starts`` then discards the start)."""
-        values = [torch.as_tensor(v, dtype=torch.float64).reshape(-1) for v in hyper]
+        values = [as_tensor(v, like=self.X).reshape(-1) for v in hyper]
         try:
             with torch.no_grad():
                 return -float(self.loss(values[0], values[1][0], values[2][0], values[3][0]))
@@ -617,7 +620,7 @@ class _Problem:
             max(noise, 2 * NOISE_LOWER_BOUND),
         )
         raw = [
-            constraint.inverse_transform(torch.as_tensor(value, dtype=torch.float64).reshape(-1))
+            constraint.inverse_transform(as_tensor(value, like=self.X).reshape(-1))
             .detach()
             .requires_grad_(True)
             for constraint, value in zip(constraints, values, strict=True)
@@ -642,7 +645,7 @@ class _Problem:
             raise FitError(
                 "marginal-likelihood optimisation failed (C not positive definite)"
             ) from error
-        fitted = [h.detach().numpy().copy() for h in hyperparameters()]
+        fitted = [to_numpy(h).copy() for h in hyperparameters()]
         if not all(np.all(np.isfinite(v)) for v in fitted):
             raise FitError("marginal-likelihood optimisation ended at non-finite values")
         return fitted[0], float(fitted[1][0]), float(fitted[2][0]), float(fitted[3][0])

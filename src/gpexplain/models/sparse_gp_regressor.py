@@ -29,6 +29,7 @@ from linear_operator.utils.warnings import NumericalWarning
 from scipy.linalg import cho_solve, solve_triangular
 from sklearn.base import BaseEstimator, RegressorMixin
 
+from gpexplain._torch import as_tensor, to_numpy
 from gpexplain.kernels import RBF
 from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import (
@@ -193,8 +194,7 @@ class SparseGPRegressor(
         rng = np.random.default_rng(self.random_state)
         Z = initial_inducing_points(Xs, self.n_inducing, self.inducing_init, rng)
 
-        X_t = torch.as_tensor(Xs, dtype=torch.float64)
-        y_t = torch.as_tensor(ys, dtype=torch.float64)
+        X_t, y_t = as_tensor(Xs), as_tensor(ys)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.random_state)
             model, likelihood = self._build(Z, ard, scaling, y_scale)
@@ -222,13 +222,13 @@ class SparseGPRegressor(
         strategy = model.variational_strategy
         q = strategy.variational_distribution
         values = {
-            "lengthscale": model.covar_module.base_kernel.lengthscale.detach().numpy().ravel(),
+            "lengthscale": to_numpy(model.covar_module.base_kernel.lengthscale).ravel(),
             "outputscale": float(model.covar_module.outputscale.detach()),
             "noise": float(likelihood.noise.detach().reshape(-1)[0]),
             "constant mean": float(model.mean_module.constant.detach()),
-            "inducing points": strategy.inducing_points.detach().numpy(),
-            "variational mean": q.mean.detach().numpy(),
-            "variational covariance": q.covariance_matrix.detach().numpy(),
+            "inducing points": to_numpy(strategy.inducing_points),
+            "variational mean": to_numpy(q.mean),
+            "variational covariance": to_numpy(q.covariance_matrix),
         }
         bad = [name for name, value in values.items() if not np.all(np.isfinite(value))]
         if values["outputscale"] <= 0:  # softplus underflow after a runaway step
@@ -272,14 +272,14 @@ class SparseGPRegressor(
                 lengthscale_constraint=gpytorch.constraints.GreaterThan(LENGTHSCALE_LOWER_BOUND),
             )
         )
-        model = SVGPModel(torch.as_tensor(Z, dtype=torch.float64), covar_module)
+        model = SVGPModel(as_tensor(Z), covar_module)
         model = model.double()
         lengthscale, outputscale = np.ones(Z.shape[1] if ard else 1), 1.0
         if isinstance(self.kernel, RBF):
             lengthscale = scaling.standardised_lengthscales(self.kernel, ard)
             outputscale = self.kernel.variance / y_scale**2
         noise = DEFAULT_NOISE if self.noise is None else self.noise / y_scale**2
-        model.covar_module.base_kernel.lengthscale = torch.as_tensor(lengthscale)
+        model.covar_module.base_kernel.lengthscale = as_tensor(lengthscale, like=model)
         model.covar_module.outputscale = torch.tensor(float(outputscale))
         likelihood.noise = torch.tensor(max(float(noise), 2 * NOISE_LOWER_BOUND))
         return model, likelihood
@@ -331,10 +331,10 @@ def _set_optimal_variational(model, likelihood, X_t, y_t) -> float:
     strategy = model.variational_strategy
     with torch.no_grad():
         Z = strategy.inducing_points
-        Kzz = model.covar_module(Z).to_dense().numpy()
-        Kzx = model.covar_module(Z, X_t).to_dense().numpy()
+        Kzz = to_numpy(model.covar_module(Z).to_dense())
+        Kzx = to_numpy(model.covar_module(Z, X_t).to_dense())
         noise = float(likelihood.noise)
-        residual = y_t.numpy() - float(model.mean_module.constant)
+        residual = to_numpy(y_t) - float(model.mean_module.constant)
         Kzz[np.diag_indices_from(Kzz)] += strategy.jitter_val
         Lz, _ = cholesky_with_jitter(Kzz)
         A = solve_triangular(Lz, Kzx, lower=True)
@@ -346,8 +346,8 @@ def _set_optimal_variational(model, likelihood, X_t, y_t) -> float:
         inverse_root = solve_triangular(L_inner, np.eye(len(m_v)), lower=True, trans="T")
         S_v = inverse_root @ inverse_root.T
         distribution = strategy._variational_distribution
-        distribution.variational_mean.copy_(torch.as_tensor(m_v))
-        distribution.chol_variational_covar.copy_(torch.as_tensor(np.linalg.cholesky(S_v)))
+        distribution.variational_mean.copy_(as_tensor(m_v, like=model))
+        distribution.chol_variational_covar.copy_(as_tensor(np.linalg.cholesky(S_v), like=model))
         strategy.variational_params_initialized.fill_(1)
         model.train()
         likelihood.train()

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gpexplain._validation import as_feature_matrix, to_numpy
+from gpexplain._torch import to_numpy
+from gpexplain._validation import as_feature_matrix
 
 __all__ = ["PROPERTIES", "POESolverError", "as_lambdas", "as_gradients", "as_values"]
 

@@ -18,11 +18,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._optional import require
 from gpexplain._validation import as_feature_matrix, check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.poe._inputs import POESolverError, as_gradients, as_lambdas, as_values
 from gpexplain.poe._quadratic import QuadraticProblem
 from gpexplain.poe.losses import _losses, objective
+from gpexplain.poe.qcqp import (
+    CERTIFIED_RTOL,
+    _convex_terms,
+    lagrangian_problem,
+    primal_value,
+    solve_convex,
+    solve_program,
+)
 from gpexplain.poe.similarity import as_similarity
 from gpexplain.poe.target import as_target, evaluate
 from gpexplain.poe.transductive import POEResult
@@ -163,16 +172,7 @@ def agg(base, X, gradients, values=None, S=None, S_tilde=None, lambdas=None) -> 
     POESolverError
         The solver did not return "optimal".
     """
-    import cvxpy as cp
-
-    from gpexplain.poe.qcqp import (
-        CERTIFIED_RTOL,
-        _convex_terms,
-        lagrangian_problem,
-        primal_value,
-        solve_convex,
-        solve_program,
-    )
+    cp = require("cvxpy", "poe", "agg")
 
     X, names = as_feature_matrix(X, "X")
     weights = as_lambdas({"F_grad": 1.0} if lambdas is None else lambdas)

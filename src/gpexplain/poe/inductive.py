@@ -58,7 +58,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
-from gpexplain._validation import as_feature_matrix, check_finite_result, to_numpy
+from gpexplain._torch import to_numpy
+from gpexplain._validation import as_feature_matrix, check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.poe._inputs import as_lambdas
 from gpexplain.poe.target import as_target, evaluate

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpexplain._optional import require
 from gpexplain._validation import as_feature_matrix, check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.poe._inputs import PROPERTIES, as_gradients, as_values
@@ -86,9 +87,9 @@ def mofae(
     ValueError, TypeError
         Unknown or repeated objectives, fewer than two, F_func without values, bad shapes.
     """
-    from pymoo.algorithms.moo.nsga2 import NSGA2
-    from pymoo.core.problem import Problem
-    from pymoo.optimize import minimize
+    NSGA2 = require("pymoo.algorithms.moo.nsga2", "poe", "mofae").NSGA2
+    Problem = require("pymoo.core.problem", "poe", "mofae").Problem
+    minimize = require("pymoo.optimize", "poe", "mofae").minimize
 
     X, names = as_feature_matrix(X, "X")
     G = as_gradients(gradients, X)

@@ -21,8 +21,11 @@ import warnings
 
 import numpy as np
 
+from gpexplain._optional import require
 from gpexplain.poe._inputs import POESolverError
 from gpexplain.poe._quadratic import QuadraticProblem
+from gpexplain.poe.losses import largest_squared_distances
+from gpexplain.poe.proximal import solve_l1
 from gpexplain.poe.similarity import Similarity
 
 __all__ = ["solve_convex", "solve_program", "solve_qcqp"]
@@ -56,7 +59,7 @@ def _convex_terms(problem: QuadraticProblem, W, scale: float, l1: float) -> list
     explanations); the data are divided by ``scale`` (the objective is then ``1/scale^2`` of
     the original one).
     """
-    import cvxpy as cp
+    cp = require("cvxpy", "poe", "POE's convex solvers")
 
     n, d = problem.X.shape
     weights = problem.weights
@@ -106,7 +109,7 @@ def solve_convex(problem: QuadraticProblem, W, value_of, scale: float, r_max: fl
     the caller turns them into a certified lower bound. Without R_max the status must be
     "optimal"; with it "optimal_inaccurate" is passed on, to be certified by that bound.
     """
-    import cvxpy as cp
+    cp = require("cvxpy", "poe", "POE's convex solvers")
     from scipy.spatial.distance import cdist
 
     terms = _convex_terms(problem, W, scale, l1)
@@ -161,7 +164,7 @@ def solve_program(objective, constraints, allow_inaccurate: bool = False):
     ``allow_inaccurate``, "optimal_inaccurate" at the loosest tolerance is returned too (the
     caller certifies the solution itself).
     """
-    import cvxpy as cp
+    cp = require("cvxpy", "poe", "POE's convex solvers")
 
     program = cp.Problem(cp.Minimize(objective), constraints)
     statuses = []
@@ -205,7 +208,7 @@ def solve_qcqp(problem: QuadraticProblem, r_max: float, l1: float) -> tuple[np.n
     ValueError
         An indefinite similarity Laplacian.
     """
-    import cvxpy as cp
+    cp = require("cvxpy", "poe", "POE's convex solvers")
 
     scale = problem.data_scale()
     W = cp.Variable(problem.X.shape)
@@ -244,8 +247,6 @@ def lagrangian_problem(scaled: QuadraticProblem, multipliers: np.ndarray) -> Qua
 
 
 def primal_value(scaled: QuadraticProblem, W: np.ndarray, r_max: float, l1: float) -> float:
-    from gpexplain.poe.losses import largest_squared_distances
-
     return (scaled.value(W) + l1 * float(np.sum(np.abs(W)))
             + r_max * float(np.sum(largest_squared_distances(W))))
 
@@ -257,8 +258,6 @@ def _dual_bound(scaled: QuadraticProblem, multipliers: np.ndarray, l1: float) ->
     similarity, added to the problem's own R_avg; the minimum is solved exactly (eigen-
     decomposition) or by the proximal method, and its own certified error is subtracted.
     """
-    from gpexplain.poe.proximal import solve_l1
-
     inner = lagrangian_problem(scaled, multipliers)
     if l1:
         W, certificate = solve_l1(inner, l1, tol=1e-12)

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpexplain._validation import as_feature_matrix, to_numpy
+from gpexplain._torch import to_numpy
+from gpexplain._validation import as_feature_matrix
 
 __all__ = ["Similarity", "as_similarity", "gaussian", "knn", "negative_precision", "uniform"]
 

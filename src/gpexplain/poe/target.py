@@ -16,7 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpexplain._validation import as_feature_matrix, check_finite_result, to_numpy
+from gpexplain._torch import as_tensor, to_numpy
+from gpexplain._validation import as_feature_matrix, check_finite_result
+from gpexplain.explain import gradients as gp_gradients
+from gpexplain.posterior import as_posterior
 
 __all__ = ["Target", "as_target", "gradients_and_values"]
 
@@ -48,12 +51,15 @@ def _checked(name: str, function, X: np.ndarray, shape: tuple) -> np.ndarray:
 def _torch_target(function) -> Target:
     import torch
 
+    # A torch.nn.Module gets its inputs on its own device; any other callable on the CPU.
+    like = function if isinstance(function, torch.nn.Module) else None
+
     def values(X):
         with torch.no_grad():
-            return function(torch.as_tensor(X, dtype=torch.float64))
+            return function(as_tensor(X, like=like, dtype=torch.float64))
 
     def gradients(X):
-        inputs = torch.as_tensor(X, dtype=torch.float64).clone().requires_grad_(True)
+        inputs = as_tensor(X, like=like, dtype=torch.float64).clone().requires_grad_(True)
         output = function(inputs)
         if output.shape != (X.shape[0],):
             raise ValueError(
@@ -61,7 +67,7 @@ def _torch_target(function) -> Target:
                 f"points; ({X.shape[0]},) expected (one value per row)."
             )
         (gradient,) = torch.autograd.grad(output.sum(), inputs)
-        return gradient.detach().numpy()
+        return to_numpy(gradient)
 
     return Target(values, gradients, "torch function (autograd gradients)")
 
@@ -79,9 +85,6 @@ def as_target(f) -> Target:
     if isinstance(f, tuple) and len(f) == 2 and all(callable(part) for part in f):
         return Target(f[0], f[1], "user-supplied function and gradient")
     if hasattr(f, "posterior_") or type(f).__module__.startswith("gpexplain.posterior"):
-        from gpexplain.explain import gradients as gp_gradients
-        from gpexplain.posterior import as_posterior
-
         posterior = as_posterior(f)
         return Target(
             posterior.predict_mean,

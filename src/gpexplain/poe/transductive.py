@@ -28,6 +28,8 @@ from gpexplain.attribution import Attribution
 from gpexplain.poe._inputs import POESolverError, as_gradients, as_lambdas, as_values
 from gpexplain.poe._quadratic import QuadraticProblem
 from gpexplain.poe.losses import _losses, objective
+from gpexplain.poe.proximal import solve_l1
+from gpexplain.poe.qcqp import solve_qcqp
 from gpexplain.poe.similarity import as_similarity
 
 __all__ = ["POEResult", "transductive"]
@@ -132,12 +134,8 @@ def transductive(
     problem = QuadraticProblem(X, G, f, weights, points, features)
 
     if weights["R_max"]:
-        from gpexplain.poe.qcqp import solve_qcqp
-
         W, certificate = solve_qcqp(problem, weights["R_max"], weights["C"])
     elif weights["C"]:
-        from gpexplain.poe.proximal import solve_l1
-
         W, certificate = solve_l1(problem, weights["C"], tol=tol, max_iter=max_iter)
     else:
         W, certificate = problem.solve(rtol=min(tol, 1e-12), maxiter=max_iter)

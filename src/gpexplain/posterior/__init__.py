@@ -1,12 +1,13 @@
 """Gaussian posteriors in representer form, the interface every explanation consumes."""
 
 from gpexplain.posterior.adapters import from_gpytorch, from_sklearn
-from gpexplain.posterior.base import Posterior, as_posterior
+from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.botorch import from_botorch
 from gpexplain.posterior.exact import ExactPosterior, cholesky_with_jitter
 from gpexplain.posterior.laplace import LaplacePosterior
 from gpexplain.posterior.mixture import MixturePosterior
 from gpexplain.posterior.random_features import RandomFeaturePosterior
+from gpexplain.posterior.resolve import as_posterior
 from gpexplain.posterior.variational import VariationalPosterior
 
 __all__ = [

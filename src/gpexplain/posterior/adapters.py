@@ -11,7 +11,7 @@ import copy
 
 import numpy as np
 
-from gpexplain._validation import to_numpy
+from gpexplain._torch import as_tensor, to_numpy
 from gpexplain.kernels import RBF, GPyTorchKernel, as_kernel
 from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.exact import ExactPosterior
@@ -347,11 +347,10 @@ def _convert_stationary(kernel, variance: float, n_features: int):
             f"{_MATERN_NUS}); {_SKLEARN_SUPPORTED}"
         )
     import gpytorch
-    import torch
 
     ard = lengthscale.size > 1
     base = gpytorch.kernels.MaternKernel(nu=nu, ard_num_dims=n_features if ard else None)
     module = gpytorch.kernels.ScaleKernel(base).double()
-    base.lengthscale = torch.as_tensor(lengthscale.reshape(-1), dtype=torch.float64)
-    module.outputscale = torch.tensor(variance, dtype=torch.float64)
+    base.lengthscale = as_tensor(lengthscale.reshape(-1), like=base)
+    module.outputscale = as_tensor(variance, like=module)
     return GPyTorchKernel(module)

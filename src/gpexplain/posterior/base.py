@@ -27,7 +27,7 @@ from gpexplain._validation import (
 )
 from gpexplain.parallel import default_chunk_size, map_chunks
 
-__all__ = ["Posterior", "as_posterior"]
+__all__ = ["Posterior"]
 
 
 class Posterior(ABC):
@@ -171,33 +171,3 @@ class Posterior(ABC):
             return (np.maximum(prior - reduction, 0.0),)
 
         return map_chunks(variance, X, self._chunk_size())[0]
-
-
-def as_posterior(model_or_posterior):
-    """Return the posterior of a fitted estimator (its ``posterior_``) or the posterior itself.
-
-    A posterior is a ``Posterior`` (representer form) or a ``MixturePosterior`` (moments of a
-    mixture of them, which explanations handle component by component).
-
-    Raises
-    ------
-    TypeError
-        Neither a posterior nor an estimator with ``posterior_``.
-    ValueError
-        An estimator that has not been fitted.
-    """
-    from gpexplain.posterior.mixture import MixturePosterior  # it builds on this module
-
-    if isinstance(model_or_posterior, Posterior | MixturePosterior):
-        return model_or_posterior
-    if hasattr(type(model_or_posterior), "posterior_") or hasattr(model_or_posterior, "fit"):
-        posterior = getattr(model_or_posterior, "posterior_", None)
-        if posterior is None:
-            raise ValueError(
-                f"{type(model_or_posterior).__name__} is not fitted yet; call fit(X, y) first."
-            )
-        return posterior
-    raise TypeError(
-        "expected a fitted gpexplain estimator or a posterior (e.g. gx.ExactPosterior), got "
-        f"{type(model_or_posterior).__name__}."
-    )

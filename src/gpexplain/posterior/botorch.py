@@ -21,7 +21,8 @@ import copy
 
 import numpy as np
 
-from gpexplain._validation import to_numpy
+from gpexplain._optional import require
+from gpexplain._torch import to_numpy
 from gpexplain.kernels import RBF, as_kernel
 from gpexplain.kernels.gpytorch_adapter import input_scaled, squared_exponential
 from gpexplain.posterior.adapters import _as_matrix, _constant_mean
@@ -78,15 +79,10 @@ def from_botorch(model, *, feature_names=None, output_names=None):
         (``subset_output`` fails for a custom kernel), or ``output_names`` of the wrong
         length.
     """
-    try:
-        from botorch.models import ModelListGP, SingleTaskGP
-    except ImportError:
-        raise ImportError(
-            'from_botorch needs BoTorch: pip install "gpexplain[botorch]".'
-        ) from None
-    if type(model) is ModelListGP:
+    models = require("botorch.models", "botorch", "from_botorch")
+    if type(model) is models.ModelListGP:
         outputs = [_single_task(*output, feature_names) for output in _list_outputs(model)]
-    elif type(model) is SingleTaskGP:
+    elif type(model) is models.SingleTaskGP:
         outputs = [_single_task(*output, feature_names) for output in _outputs(model)]
     else:
         raise TypeError(f"model {type(model).__name__} is not supported; {_BOTORCH_SUPPORTED}")

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpexplain.links import APPROXIMATIONS, LINKS, Link, get_link
-from gpexplain.posterior.base import Posterior, as_posterior
+from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.mixture import MixturePosterior
+from gpexplain.posterior.resolve import as_posterior
 
 __all__ = ["OUTPUTS", "LinkedPosterior", "latent_posterior", "resolve_output"]
 

@@ -22,7 +22,8 @@ import warnings
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from gpexplain._validation import as_feature_matrix, check_feature_count, to_numpy
+from gpexplain._torch import to_numpy
+from gpexplain._validation import as_feature_matrix, check_feature_count
 from gpexplain.kernels import as_kernel
 from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.exact import cholesky_with_jitter
