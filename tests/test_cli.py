@@ -35,6 +35,8 @@ SUMMARY_KEYS = {
     "rows",
     "explained_rows",
     "method",
+    "method_id",
+    "references",
     "interval_level",
     "baseline",
     "completeness_gap",
@@ -469,6 +471,7 @@ def test_additive_model_writes_global_shapley(tmp_path, small_csv):
 def test_additive_model_with_integrated_gradients(tmp_path, small_csv):
     out, summary = _explain_small(tmp_path, small_csv, "--model", "additive", "--method", "ig")
     assert "integrated gradients" in summary["method"]
+    assert summary["method_id"] == "integrated-gradients"
     assert summary["baseline"]["spec"] == "mean"
     assert summary["completeness_gap"]["mean"] < 1e-8
 
@@ -476,6 +479,9 @@ def test_additive_model_with_integrated_gradients(tmp_path, small_csv):
 def test_gpx_model_writes_weights(tmp_path, small_csv):
     out, summary = _explain_small(tmp_path, small_csv, "--model", "gpx")
     assert summary["method"] == "GPX contributions"
+    assert summary["method_id"] == "gpx-contributions"
+    assert any("Gaussian process regression with local explanation" in reference
+               for reference in summary["references"])
     assert summary["hyperparameters"]["weight_noise"] > 0
     weights = pd.read_csv(out / "weights.csv")
     assert list(weights.columns) == [c if c != "attribution" else "weight" for c in CSV_COLUMNS]

@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpexplain.cli import app
+from gpexplain.explain.methods import METHODS
 from gpexplain.report import write_report
 from tests.test_cli import one_start
 
@@ -134,11 +135,26 @@ def test_report_flags_a_completeness_violation_and_cites_the_method(explained, t
     table.loc[(table["point"] == 2) & (table["feature"] == "b"), "attribution"] += 0.01
     table.to_csv(tampered / "attributions.csv", index=False)
     summary = json.loads((tampered / "summary.json").read_text())
+    # The citations are the method registry's entry recorded with the run (integrated
+    # gradients here), not a guess from the method's free text.
+    assert summary["method_id"] == "integrated-gradients"
     summary["method"] = "Shapley values (orthogonal additive GP, exact)"
     (tampered / "summary.json").write_text(json.dumps(summary))
     page = write_report(tampered).read_text(encoding="utf-8")
     assert page.count('<span class="bad">violated</span>') == 1
     assert page.count('<span class="ok">ok</span>') == 5
-    assert "Additive Gaussian processes revisited" in page and "Butler" not in page
+    for reference in METHODS.get("integrated-gradients").references:
+        assert reference.title in page
+    assert "Additive Gaussian processes revisited" not in page
     value = table.loc[table["feature"] == "a", "value"].astype(float).iloc[0]
     assert f">{value:.4g}</td>" in page and repr(float(value)) not in page  # formatted
+
+
+def test_report_of_a_summary_without_references_says_so(explained, tmp_path):
+    older = tmp_path / "older"
+    shutil.copytree(explained, older)
+    summary = json.loads((older / "summary.json").read_text())
+    del summary["references"], summary["method_id"]
+    (older / "summary.json").write_text(json.dumps(summary))
+    page = write_report(older).read_text(encoding="utf-8")
+    assert "records no references" in page and "Butler" not in page

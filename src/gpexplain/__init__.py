@@ -13,7 +13,13 @@ from gpexplain._version import __version__ as __version__
 from gpexplain.accuracy import CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
-from gpexplain.explain import global_shapley_values, gradients, integrated_gradients, shapley_values
+from gpexplain.explain import (
+    global_shapley_values,
+    gpx_explanation,
+    gradients,
+    integrated_gradients,
+    shapley_values,
+)
 from gpexplain.explain.sensitivity import global_sensitivity
 from gpexplain.global_attribution import GlobalSensitivity, GlobalShapleyValues
 from gpexplain.kernels import measures
@@ -64,6 +70,7 @@ __all__ = [
     "from_sklearn",
     "global_sensitivity",
     "global_shapley_values",
+    "gpx_explanation",
     "gradients",
     "integrated_gradients",
     "kernels",

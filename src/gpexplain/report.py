@@ -31,25 +31,6 @@ MAX_ROWS = 10  # per-row sections drawn; the table of all rows stays in attribut
 _DEPENDENCE_FEATURES = 3
 _COLUMNS = ["row", "point", "feature", "value", "attribution", "std", "lower", "upper"]
 
-_REFERENCES = {
-    "integrated": (
-        "Integrated gradients of the GP posterior, Gaussian with exact mean and covariance: "
-        "K. Butler, G. Feng, P. M. Djuric, <i>Explainable Learning with Gaussian Processes</i> "
-        "(2024), Theorem 1 and Corollary 1; sparse variational GPs: S. Seitz, <i>Gradient-based "
-        "explanations for Gaussian process regression and classification models</i> (2022)."
-    ),
-    "shapley": (
-        "Exact Shapley values of an orthogonal additive GP: <i>Exact Shapley value for local "
-        "and global explanation of additive Gaussian processes</i> (2024); orthogonal additive "
-        "kernel: X. Lu, A. Boukouvalas, J. Hensman, <i>Additive Gaussian processes revisited</i> "
-        "(2022)."
-    ),
-    "gpx": (
-        "GPX feature contributions w<sub>l</sub> z<sub>l</sub> of a locally linear model with "
-        "GP-distributed weights: Y. Yoshikawa, T. Iwata, <i>Gaussian process regression with "
-        "local explanation</i> (2020)."
-    ),
-}
 _STYLE = """
 body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
 h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
@@ -264,15 +245,20 @@ def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: d
 
 
 def _method(summary: dict) -> str:
-    """Method and references."""
-    method = summary["method"].lower()
-    key = "shapley" if "shapley" in method else "gpx" if "gpx" in method or (
-        summary.get("model") == "gpx") else "integrated"
+    """Method and references: those the command recorded from the method registry
+    (``gpexplain.explain.methods``) in ``summary.json``; never guessed from the method's text."""
+    references = summary.get("references")
+    cited = (
+        "<ul>" + "".join(f"<li>{_text(reference)}</li>" for reference in references) + "</ul>"
+        if references else
+        "<p class='note'>This summary records no references (it was written by a gpexplain "
+        "older than 0.3); see docs/errata.md for the papers.</p>"
+    )
     return (
         "<h2>Method and references</h2><p>Every attribution of a GP regression model (and of a "
         "GP classifier's latent function) is a linear functional of the latent function, hence "
         "Gaussian under the posterior; its mean and covariance are computed in closed form (or "
-        f"by accurate quadrature), not by sampling.</p><p>{_REFERENCES[key]}</p>"
+        f"by accurate quadrature), not by sampling.</p><p>{_text(summary['method'])}</p>{cited}"
         f"<p class='note'>gpexplain {html.escape(str(summary.get('gpexplain_version', '')))}; "
         f"report written {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.</p>"
     )

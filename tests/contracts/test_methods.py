@@ -17,9 +17,9 @@ declares (``latent``, ``probability``) runs through ``output=`` (complete where 
 each level it does not declare is refused with a message naming a method that offers it.
 Every method cites at least one publication (authors, title, year), is exported as
 ``gx.<function name>`` and shown in README.md, and every command-line name is listed under
-README's ``--method``. The checks that every method is reachable from the command line and
-cited in the HTML report come with the ``gpexplain/cli/`` package, whose commands read this
-registry.
+README's ``--method``, has its command-line arguments (``gpexplain.cli.methods.ARGUMENTS``) and
+a model family that offers it (so ``gpexplain explain`` reaches it), and the command writes its
+references into ``summary.json``, which the HTML report cites (tests/test_report.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ import pytest
 
 import gpexplain as gx
 from gpexplain.attribution import Attribution
+from gpexplain.cli.methods import ARGUMENTS, method_id
 from gpexplain.explain.methods import LEVELS, METHODS
+from gpexplain.models.families import FAMILIES
 from tests.contracts._models import (
     fitted,
     is_classifier,
@@ -223,3 +225,13 @@ def test_every_command_line_name_is_listed_in_the_readme(method_name):
 def test_command_line_names_are_unique():
     names = [method.cli_name for _, method in METHODS.items() if method.cli_name]
     assert len(names) == len(set(names)), names
+
+
+@pytest.mark.parametrize(
+    "method_name", [name for name, method in METHODS.items() if method.cli_name]
+)
+def test_every_command_line_method_is_reachable(method_name):
+    assert method_name in ARGUMENTS, "no command-line arguments registered"
+    families = [name for name, family in FAMILIES.items() if method_name in family.methods]
+    assert families, "no model family offers it"
+    assert method_id(METHODS.get(method_name).cli_name) == method_name

@@ -60,7 +60,12 @@ def test_poe_writes_explain_files_and_losses(data, tmp_path):
         assert losses["losses"][name] == pytest.approx(value, rel=1e-9), name
     assert losses["objective"] == pytest.approx(
         recomputed["F_grad"] + 0.05 * recomputed["R_avg"] + 0.2 * recomputed["C"], rel=1e-9)
-    assert json.loads((out / "summary.json").read_text())["poe"]["lambdas"]["C"] == 0.2
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["poe"]["lambdas"]["C"] == 0.2
+    # the report cites POE's paper, not the integrated-gradients one
+    assert summary["method_id"] == "poe"
+    assert [reference.title in text for reference, text
+            in zip(gx.poe.REFERENCES, summary["references"], strict=True)] == [True]
 
 
 def test_faithfulness_only_returns_the_gp_gradient(data, tmp_path):

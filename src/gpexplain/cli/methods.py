@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._registry import Registry
 from gpexplain.explain.methods import METHODS
 from gpexplain.kernels.measures import Gaussian
 from gpexplain.posterior.linked import latent_posterior
 
-__all__ = ["explain", "extras", "probability_attribution"]
+__all__ = ["ARGUMENTS", "explain", "extras", "method_id", "probability_attribution"]
 
 
 def _shapley_game(model, baseline, options: dict, target_class) -> dict:
@@ -34,6 +35,36 @@ def _shapley_game(model, baseline, options: dict, target_class) -> dict:
     return {"background": data[np.sort(rows)]}
 
 
+def _integrated_gradients(choice, model, baseline, client, target_class) -> dict:
+    latent = {} if target_class is None else {"output": "latent", "target_class": target_class}
+    return {"baseline": baseline, "client": client, **latent}
+
+
+def _shapley(choice, model, baseline, client, target_class) -> dict:
+    return {"client": client, "target_class": target_class,
+            **_shapley_game(model, baseline, choice.options, target_class)}
+
+
+def _gpx_contributions(choice, model, baseline, client, target_class) -> dict:
+    if client is not None:  # GPX explains through its own model, not the driver's chunks
+        raise ValueError("--dask-scheduler/--workers do not apply to --model gpx")
+    return {"what": "contributions"}
+
+
+# For each ``METHODS`` entry with a ``--method`` value: its arguments from the command line's
+# options, ``arguments(choice, model, baseline, client, target_class) -> dict``. A method's
+# contract case (tests/contracts/test_methods.py) fails if its entry is missing here.
+ARGUMENTS = Registry("command-line method")
+ARGUMENTS.register("integrated-gradients", _integrated_gradients)
+ARGUMENTS.register("shapley", _shapley)
+ARGUMENTS.register("gpx-contributions", _gpx_contributions)
+
+
+def method_id(cli_name: str) -> str:
+    """The ``METHODS`` name of a ``--method`` value."""
+    return next(name for name, method in METHODS.items() if method.cli_name == cli_name)
+
+
 def explain(choice, model, X, baseline, client=None, target_class=None):
     """The attribution of ``choice.method`` for the rows ``X`` (on a Dask cluster when
     ``client`` is given); classifiers: of the latent of ``target_class``.
@@ -44,19 +75,9 @@ def explain(choice, model, X, baseline, client=None, target_class=None):
         Bad options for the method, or a Dask cluster for GPX (which explains through its own
         model, not the driver).
     """
-    if choice.method == "contributions":  # GPX's own, outside the method registry
-        if client is not None:
-            raise ValueError("--dask-scheduler/--workers do not apply to --model gpx")
-        return model.explain(X, what="contributions")
-    if choice.method == "ig":
-        latent = {} if target_class is None else {"output": "latent", "target_class": target_class}
-        return METHODS.get("integrated-gradients").function(
-            model, X, baseline=baseline, client=client, **latent
-        )
-    arguments = _shapley_game(model, baseline, choice.options, target_class)
-    return METHODS.get("shapley").function(
-        model, X, client=client, target_class=target_class, **arguments
-    )
+    name = method_id(choice.method)
+    arguments = ARGUMENTS.get(name)(choice, model, baseline, client, target_class)
+    return METHODS.get(name).function(model, X, **arguments)
 
 
 def probability_attribution(model, X, baseline, target_class):

@@ -14,6 +14,8 @@ from rich.table import Table
 from gpexplain._version import __version__
 from gpexplain.cli.choices import Choice
 from gpexplain.cli.common import INTERVAL_LEVEL, finite_or_none, say
+from gpexplain.cli.methods import method_id
+from gpexplain.explain.methods import METHODS
 from gpexplain.plot import plot_attributions, plot_global_importance
 from gpexplain.report import write_report
 
@@ -86,6 +88,7 @@ def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
     features ``X`` and its completeness, and ``extras`` (the additive GP's global values)."""
     names = list(X.columns)
     gaps = attr.completeness_gap()
+    method = method_id(record.choice.method)  # the report cites this entry's references
     shape = record.shape
     result = {
         "data_file": record.data_label,
@@ -104,6 +107,8 @@ def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
         "rows": record.rows,
         "explained_rows": record.explained,
         "method": attr.method,
+        "method_id": method,
+        "references": [str(reference) for reference in METHODS.get(method).references],
         "interval_level": INTERVAL_LEVEL,
         "baseline": None,
         "completeness_gap": {"mean": gaps["mean"], "variance": gaps["variance"]},

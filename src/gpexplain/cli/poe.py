@@ -23,7 +23,7 @@ from gpexplain.cli.common import fail, make_output_directory, say, write_json
 from gpexplain.cli.output import RunRecord, save_attribution_figures, summary, write_table
 from gpexplain.cli.regression import Regression
 from gpexplain.models.families import FAMILIES
-from gpexplain.poe import PROPERTIES, POESolverError, similarity, transductive
+from gpexplain.poe import PROPERTIES, REFERENCES, POESolverError, similarity, transductive
 from gpexplain.poe.target import gradients_and_values
 
 __all__ = ["command", "parse_lambdas"]
@@ -125,6 +125,8 @@ def command(
     }
     run_summary = summary(model, hyperparameters, encoded, {}, X_model, record)
     run_summary["poe"] = poe_record
+    run_summary["method_id"] = "poe"  # the command's own method, outside gx.explain's registry
+    run_summary["references"] = [str(reference) for reference in REFERENCES]
     for name, payload in (("summary.json", run_summary), ("losses.json", poe_record)):
         write_json(out / name, payload, default=float)
     save_attribution_figures(attr, explained, out)

@@ -9,6 +9,7 @@ imported; ``gpexplain.explain`` imports it, and so does ``import gpexplain``.
 from __future__ import annotations
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain as explain_functional
@@ -25,8 +26,16 @@ def gpx_explanation(
 
     The weights ``w*`` are the linear functional ``d f / d z`` of the GP over ``(x, z)``
     (``LocalLinearWeight``), so the driver's generic formula gives their exact posterior.
-    Parameters, returns and errors are those of ``GPXRegressor.explain``.
+    Parameters, returns and errors are those of ``GPXRegressor.explain``; ``model`` that is
+    not a ``GPXRegressor`` raises ``TypeError``, an unfitted one ``NotFittedError``.
     """
+    if not isinstance(model, GPXRegressor):
+        raise TypeError(
+            "GPX contributions and weights are those of a fitted gx.GPXRegressor (a locally "
+            f"linear model), got {type(model).__name__}; use gx.integrated_gradients or "
+            "gx.shapley_values for other models."
+        )
+    check_is_fitted(model)
     functional = LocalLinearWeight(  # checks ``what``
         model.X_train_.shape[1], what, feature_names=model.feature_names_in_
     )

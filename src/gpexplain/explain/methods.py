@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpexplain._registry import Registry
+from gpexplain.explain.gpx import gpx_explanation
 from gpexplain.explain.gradients import gradients
 from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.explain.sensitivity import global_sensitivity
@@ -88,6 +89,8 @@ _ADDITIVE_SHAPLEY = Reference("anonymous authors", "Exact Shapley value for loca
                               "under double-blind review")
 _ORTHOGONAL_ADDITIVE = Reference("X. Lu, A. Boukouvalas, J. Hensman", "Additive Gaussian "
                                  "processes revisited", 2022)
+_YOSHIKAWA_IWATA = Reference("Y. Yoshikawa, T. Iwata", "Gaussian process regression with local "
+                             "explanation", 2020, "preprint")
 _SOBOL = Reference("I. M. Sobol'", "Global sensitivity indices for nonlinear mathematical "
                    "models and their Monte Carlo estimates", 2001)
 _OWEN_EFFECTS = Reference("A. B. Owen", "Sobol' indices and Shapley value", 2014)
@@ -110,6 +113,13 @@ METHODS.register("shapley", Method(
     "kernels) or of the orthogonal additive GP",
     local=True, levels=("latent",), complete=True,
     references=(_OWEN_MULTILINEAR, _ADDITIVE_SHAPLEY, _ORTHOGONAL_ADDITIVE), cli_name="shapley",
+))
+METHODS.register("gpx-contributions", Method(
+    gpx_explanation,
+    "GPX feature contributions w_l(x) z_l of a locally linear model with GP-distributed "
+    "weights (what='weights': the weights themselves)",
+    local=True, levels=("latent",), complete=True, references=(_YOSHIKAWA_IWATA,),
+    cli_name="contributions",
 ))
 METHODS.register("global-shapley", Method(
     global_shapley_values,

@@ -76,7 +76,7 @@ class ModelFamily:
     kernels : tuple of str, or str
         The kernel names it accepts, or (a string) the one kernel it defines itself.
     methods : tuple of str
-        Its explanation methods, by their ``METHODS`` names (``"contributions"``: GPX's own
+        Its explanation methods, by their ``METHODS`` names (``"gpx-contributions"``: GPX's own
         weights times inputs); the first is its default.
     parameters : callable(Settings) -> dict
         The estimator's constructor arguments for the user's settings.
@@ -233,7 +233,7 @@ FAMILIES.register("additive", ModelFamily(
 ))
 FAMILIES.register("gpx", ModelFamily(
     GPXRegressor, "regression", "squared exponential over the local linear weights",
-    ("contributions",), _seed_only,
+    ("gpx-contributions",), _seed_only,
     _regression_report("noise", "weight_noise", units=UNITS + (
         "; GPX variance and weight_noise are in squared weight units "
         "((units of y per unit of the feature)^2)")),

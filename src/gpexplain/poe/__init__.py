@@ -16,6 +16,7 @@ properties reported:
   equation), ``agg``, ``mofae`` (NSGA-II by pymoo).
 """
 
+from gpexplain.explain.methods import Reference
 from gpexplain.poe import similarity
 from gpexplain.poe._inputs import PROPERTIES, POESolverError
 from gpexplain.poe.baselines import agg, lime, lime_no_intercept, smoothgrad
@@ -25,7 +26,12 @@ from gpexplain.poe.mofae import MOFAEResult, mofae
 from gpexplain.poe.target import Target, as_target, gradients_and_values
 from gpexplain.poe.transductive import POEResult, transductive
 
+#: What the ``poe`` command's summary (and so its HTML report) cites.
+REFERENCES = (Reference("H. Tadesse, A. Hüyük, Y. Yacoby, W. Pan, F. Doshi-Velez",
+                        "Transparent trade-offs between properties of explanations", 2025),)
+
 __all__ = [
+    "REFERENCES",
     "InductivePOE",
     "LocalInducingPoints",
     "MOFAEResult",
