@@ -14,6 +14,7 @@ differently from the ones this library documents, so the small layer lives here.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -183,6 +184,14 @@ class ValidatedEstimator:
     """Mixin: ``_parameter_constraints`` checked by ``_validate_params``; ``_validate_data``."""
 
     _parameter_constraints: dict = {}
+
+    def _store_parameters(self, arguments: dict) -> None:
+        """Store each constructor argument (``locals()`` of ``__init__``) unchanged under its
+        own name: scikit-learn's rule for ``__init__`` (``get_params``, ``set_params`` and
+        ``clone`` read them back; validation waits for ``fit``)."""
+        for name in inspect.signature(type(self).__init__).parameters:
+            if name != "self":
+                setattr(self, name, arguments[name])
 
     def _validate_params(self) -> None:
         """Check every constrained constructor parameter (InvalidParameterError names it)."""

@@ -142,13 +142,7 @@ class AdditiveGPRegressor(
         max_iter: int = 200,
         random_state: int = 0,
     ):
-        self.max_order = max_order
-        self.measure = measure
-        self.noise = noise
-        self.n_restarts = n_restarts
-        self.optimizer = optimizer
-        self.max_iter = max_iter
-        self.random_state = random_state
+        self._store_parameters(locals())
 
 
     def _starting_points(self, n_active: int, order: int, y_scale: float) -> list:

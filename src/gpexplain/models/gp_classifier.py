@@ -163,15 +163,7 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
         max_iter: int = 200,
         random_state: int = 0,
     ):
-        self.kernel = kernel
-        self.link = link
-        self.inference = inference
-        self.n_inducing = n_inducing
-        self.inducing_init = inducing_init
-        self.n_restarts = n_restarts
-        self.optimizer = optimizer
-        self.max_iter = max_iter
-        self.random_state = random_state
+        self._store_parameters(locals())
 
     def _validate_data(self, X, y, name: str = "X", min_rows: int = 2):
         X, names = as_feature_matrix(X, name, min_rows=min_rows)

@@ -153,13 +153,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         random_state: int = 0,
         restart_rows: int | None = None,
     ):
-        self.kernel = kernel
-        self.noise = noise
-        self.n_restarts = n_restarts
-        self.optimizer = optimizer
-        self.max_iter = max_iter
-        self.random_state = random_state
-        self.restart_rows = restart_rows
+        self._store_parameters(locals())
 
     # -- fitting ------------------------------------------------------------------------
     def _check_params(self):

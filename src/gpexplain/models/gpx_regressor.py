@@ -217,13 +217,7 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
         max_iter: int = 200,
         random_state: int = 0,
     ):
-        self.kernel = kernel
-        self.weight_noise = weight_noise
-        self.noise = noise
-        self.n_restarts = n_restarts
-        self.optimizer = optimizer
-        self.max_iter = max_iter
-        self.random_state = random_state
+        self._store_parameters(locals())
 
     _parameter_constraints = {
         **MULTISTART_CONSTRAINTS,

@@ -119,14 +119,7 @@ class RandomFeatureGPRegressor(
         max_fit_samples: int = 1000,
         random_state: int = 0,
     ):
-        self.n_frequencies = n_frequencies
-        self.n_models = n_models
-        self.lengthscale = lengthscale
-        self.variance = variance
-        self.noise = noise
-        self.optimizer = optimizer
-        self.max_fit_samples = max_fit_samples
-        self.random_state = random_state
+        self._store_parameters(locals())
 
     _parameter_constraints = {
         "n_frequencies": Integer(1),

@@ -140,15 +140,7 @@ class SparseGPRegressor(
         optimizer: str | None = "adam",
         random_state: int = 0,
     ):
-        self.n_inducing = n_inducing
-        self.kernel = kernel
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
-        self.learning_rate = learning_rate
-        self.noise = noise
-        self.inducing_init = inducing_init
-        self.optimizer = optimizer
-        self.random_state = random_state
+        self._store_parameters(locals())
 
     _not_saved = ("gpytorch_model_", "gpytorch_likelihood_")  # see persistence.py
     _parameter_constraints = {
