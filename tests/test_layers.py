@@ -16,8 +16,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import gpexplain
 
 SOURCE = Path(gpexplain.__file__).parent
@@ -70,22 +68,6 @@ LAYERS = {
     # the package's re-exports
     "gpexplain": 14,
 }
-
-# Known violations, reported here so that this test passes now and is tightened when the
-# changes of issue 21 that remove them land. Each entry is (importer, imported).
-PENDING = {
-    # save() accepts posteriors (an isinstance check) and restores the one class defined inside
-    # a function (InputScaledKernel); with Attribution's own save/load moved into attribution.py
-    # and classes restored by name only, persistence would import nothing above results.
-    ("gpexplain.persistence", "gpexplain.posterior"),
-    ("gpexplain.persistence", "gpexplain.kernels.gpytorch_adapter"),
-}
-
-# Known cycles (counting function-level imports), pending the same change: Attribution.save
-# calls persistence.save, which imports Attribution back to save and load it.
-PENDING_CYCLES: list[frozenset[str]] = [
-    frozenset({"gpexplain.attribution", "gpexplain.persistence"}),
-]
 
 
 def _module_name(path: Path) -> str:
@@ -187,18 +169,18 @@ def test_every_module_has_a_layer():
 
 def test_no_import_cycle_among_module_level_imports():
     cycles = _cycles({module: top for module, (top, _) in GRAPH.items()})
-    assert [sorted(c) for c in cycles if c not in PENDING_CYCLES] == []
+    assert [sorted(c) for c in cycles] == []
 
 
 def test_function_level_imports_do_not_hide_a_cycle():
     """A package import deferred into a function only to break a cycle is a cycle all the
-    same: with function-level imports counted, the only cycles are the pending ones (the
-    re-exporting root package, which imports everything, is left out)."""
+    same: with function-level imports counted there is none either (the re-exporting root
+    package, which imports everything, is left out)."""
     edges = {
         module: {m for m in top | deferred if m != "gpexplain"}
         for module, (top, deferred) in GRAPH.items() if module != "gpexplain"
     }
-    assert [sorted(c) for c in _cycles(edges) if c not in PENDING_CYCLES] == []
+    assert [sorted(c) for c in _cycles(edges)] == []
 
 
 def test_no_module_imports_from_a_layer_above_its_own():
@@ -206,14 +188,7 @@ def test_no_module_imports_from_a_layer_above_its_own():
         (module, imported, layer(module), layer(imported))
         for module, (top, deferred) in GRAPH.items()
         for imported in top | deferred
-        if layer(imported) > layer(module) and (module, imported) not in PENDING
+        if layer(imported) > layer(module)
     )
     assert upward == []
 
-
-@pytest.mark.parametrize("edge", sorted(PENDING), ids=" -> ".join)
-def test_pending_upward_import_still_exists(edge):
-    """Each pending entry is a real import, so the list shrinks as the moves land."""
-    module, imported = edge
-    top, deferred = GRAPH[module]
-    assert imported in top | deferred and layer(imported) > layer(module)

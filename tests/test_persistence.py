@@ -161,6 +161,34 @@ def test_wrong_kind_version_or_tampering_is_refused(data, tmp_path):
         gx.load(path)
 
 
+def test_kinds_and_local_classes_are_found_only_through_what_classes_declare(data, tmp_path):
+    """persistence imports no layer above its own: a save's kind is read by the class its
+    header names, which must declare that kind, and a class defined inside a function is found
+    only through a function marked as returning it (InputScaledKernel's)."""
+    from gpexplain.kernels.gpytorch_adapter import input_scaled
+
+    X, y = data
+    kernel = input_scaled(gpytorch.kernels.RBFKernel(ard_num_dims=3), X.mean(), X.std(), 1.0)
+    model = gx.GPRegressor(kernel=kernel, n_restarts=0, max_iter=3).fit(X, y)
+    path = model.save(tmp_path / "m")
+    loaded = gx.load(path)
+    np.testing.assert_array_equal(loaded.predict(X.iloc[:3]), model.predict(X.iloc[:3]))
+    header_path = path / "gpexplain.json"
+    original = header_path.read_text()
+    assert "_input_scaled_class.<locals>.InputScaledKernel" in original
+    for name in ("input_scaled.<locals>.InputScaledKernel", "_input_scaled_class.<locals>.X"):
+        header_path.write_text(original.replace(
+            "_input_scaled_class.<locals>.InputScaledKernel", name
+        ))
+        with pytest.raises(TypeError, match="not an allowed class"):
+            gx.load(path)
+    header = json.loads(original)
+    header["kind"] = "attribution"  # a kind that GPRegressor does not declare
+    header_path.write_text(json.dumps(header))
+    with pytest.raises(ValueError, match="unknown kind of object 'attribution'"):
+        gx.load(path)
+
+
 def test_unfitted_estimator_and_foreign_objects_are_refused(tmp_path):
     from sklearn.exceptions import NotFittedError
 

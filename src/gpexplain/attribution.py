@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,10 @@ from scipy.stats import norm
 from gpexplain._optional import require
 
 __all__ = ["Attribution"]
+
+# The saved directory (``Attribution.save``): the tidy table, plus these arrays in arrays.npz.
+_TABLE = "attribution.parquet"
+_SAVED_ARRAYS = ("cov", "prediction", "baseline", "difference_variance")
 
 
 @dataclass(frozen=True)
@@ -312,6 +317,49 @@ class Attribution:
         from gpexplain.persistence import save
 
         return save(self, path)
+
+    # ``gx.save``/``gx.load`` (``gpexplain.persistence``) use these for the format of its own
+    # that ``_save_kind`` declares; persistence finds this class by the name in the header and
+    # so does not import this module (the two are in one layer, and this one imports it).
+    _save_kind = "attribution"
+
+    def _save_to(self, path: Path) -> Path:
+        from gpexplain.persistence import _header, _write
+
+        if path.suffix == ".npz":
+            raise ValueError(
+                f"an Attribution is saved to a directory (Parquet table + covariance), got "
+                f"the file name {str(path)!r}; pass a directory path."
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        self.to_frame().to_parquet(path / _TABLE, index=False)
+        arrays = {
+            name: np.asarray(getattr(self, name))
+            for name in _SAVED_ARRAYS
+            if getattr(self, name) is not None
+        }
+        header = _header(self._save_kind, self)
+        header.update(
+            n_points=self.n_points,
+            feature_names=list(self.feature_names),
+            method=self.method,
+            baseline_prediction=self.baseline_prediction,
+        )
+        _write(path, header, arrays)
+        return path
+
+    @classmethod
+    def _load_from(cls, path: Path, header: dict, arrays: dict[str, np.ndarray]) -> Attribution:
+        table = pd.read_parquet(path / _TABLE)
+        shape = (header["n_points"], len(header["feature_names"]))
+        return cls(
+            mean=table["attribution"].to_numpy(dtype=np.float64).reshape(shape),
+            X=table["value"].to_numpy(dtype=np.float64).reshape(shape),
+            feature_names=list(header["feature_names"]),
+            method=header["method"],
+            baseline_prediction=header["baseline_prediction"],
+            **{name: arrays.get(name) for name in _SAVED_ARRAYS},
+        )
 
     def __repr__(self) -> str:
         cov = "full covariance" if self.cov is not None else "no covariance"

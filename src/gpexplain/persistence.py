@@ -14,9 +14,16 @@ attributes are walked); an estimator lists attributes that are not part of the f
 model in ``_not_saved`` (e.g. the training-time GPyTorch modules of ``SparseGPRegressor``),
 which are None after loading. Posteriors (e.g. from ``gx.from_botorch``) save the same way.
 
-An ``Attribution`` is saved as a directory a user can also read without gpexplain:
-``attribution.parquet`` (the tidy table of ``Attribution.to_frame``: one row per point and
-feature), ``arrays.npz`` (the covariance and the per-point arrays) and ``gpexplain.json``.
+This module sits in the results layer and imports nothing above it, so it knows the objects it
+saves only through what their classes declare (DESIGN.md's layer table; ``tests/test_layers.py``):
+
+* ``_save_kind = "model"``: saved as the state tree above (the posteriors declare it; any
+  gpexplain class with a ``fit`` method, i.e. an estimator, is saved so too);
+* ``_save_kind = <another kind>`` with ``_save_to(path)`` and a classmethod
+  ``_load_from(path, header, arrays)``: a format of the class's own, written with this module's
+  header and arrays (``_header``, ``_write``) and read back by the class the header names
+  (restored by name, like every class here). ``Attribution`` is one: a directory a user can
+  also read without gpexplain (see ``gpexplain.attribution``).
 """
 
 from __future__ import annotations
@@ -39,7 +46,6 @@ __all__ = ["FORMAT_VERSION", "load", "save"]
 FORMAT_VERSION = 1
 _HEADER = "gpexplain.json"
 _ARRAYS = "arrays.npz"
-_TABLE = "attribution.parquet"
 _HEADER_IN_FILE = "__gpexplain__"  # the JSON, inside a single-file .npz save
 _CLASS_PREFIXES = ("gpexplain.", "gpytorch.", "torch.nn.modules.", "sklearn.preprocessing.")
 
@@ -68,24 +74,19 @@ def save(obj, path) -> Path:
     ValueError
         An Attribution to a ``.npz`` file (it is a directory with a Parquet table).
     """
-    from gpexplain.attribution import Attribution
-
     path = _as_path(path)
-    if isinstance(obj, Attribution):
-        if path.suffix == ".npz":
-            raise ValueError(
-                f"an Attribution is saved to a directory (Parquet table + covariance), got "
-                f"the file name {str(path)!r}; pass a directory path."
-            )
-        return _save_attribution(obj, path)
-    from gpexplain.posterior import MixturePosterior, Posterior
-
-    estimator = hasattr(obj, "fit") and type(obj).__module__.startswith("gpexplain.")
-    if not (estimator or isinstance(obj, Posterior | MixturePosterior)):
+    # What a class declares (see the module docstring), not isinstance checks: the posteriors
+    # and Attribution are defined in layers this module may not import.
+    kind = getattr(type(obj), "_save_kind", None)
+    if kind is None and hasattr(obj, "fit") and type(obj).__module__.startswith("gpexplain."):
+        kind = "model"  # an estimator
+    if kind is None:
         raise TypeError(
             f"save takes a fitted gpexplain estimator, a posterior (e.g. from gx.from_botorch) "
             f"or an Attribution, got {type(obj).__name__}."
         )
+    if kind != "model":
+        return obj._save_to(path)  # a format of the class's own (an Attribution's directory)
     encoder = _Encoder()
     excluded = set(getattr(obj, "_not_saved", ()))
     state = {key: value for key, value in vars(obj).items() if key not in excluded}
@@ -130,9 +131,7 @@ def load(path, expected=None):
         raise TypeError(f"expected must be a class (e.g. gx.GPRegressor), got {expected!r}.")
     header, arrays = _read(path)
     kind = header.get("kind")
-    if kind == "attribution":
-        obj = _load_attribution(path, header, arrays)
-    elif kind == "model":
+    if kind == "model":
         obj = _Decoder(arrays).decode(header["state"])
         cls = _allowed_class(header["class"])
         estimator = cls.__new__(cls)
@@ -140,7 +139,7 @@ def load(path, expected=None):
         estimator.__dict__.update(dict.fromkeys(header.get("not_saved", [])))
         obj = estimator
     else:
-        raise ValueError(f"{path} holds an unknown kind of object {kind!r}.")
+        obj = _own_format_class(path, header)._load_from(path, header, arrays)
     if expected is not None and not isinstance(obj, expected):
         raise TypeError(
             f"{path} holds a {type(obj).__name__} ({kind}), not a {expected.__name__}."
@@ -243,29 +242,41 @@ def _minor(version: str) -> tuple[str, ...]:
     return tuple(version.split(".")[:2])
 
 
+def _own_format_class(path: Path, header: dict):
+    """The class that reads a save of a kind other than "model" (e.g. "attribution"): the one
+    the header names, restored by name through the allow-list, which must declare that kind."""
+    kind = header.get("kind")
+    try:
+        cls = _allowed_class(header.get("class", ""))
+    except (TypeError, ImportError):
+        cls = None
+    if kind is None or getattr(cls, "_save_kind", None) != kind:
+        raise ValueError(f"{path} holds an unknown kind of object {kind!r}.")
+    return cls
+
+
 # -- the state tree ------------------------------------------------------------------------
 def _class_name(cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def _local_classes() -> dict:
-    """Classes defined at first use inside a function, found by name."""
-    from gpexplain.kernels.gpytorch_adapter import _input_scaled_class
-
-    cls = _input_scaled_class()
-    return {_class_name(cls): cls}
 
 
 def _allowed_class(name: str):
     module_name, _, qualname = name.partition(":")
     if not module_name.startswith(_CLASS_PREFIXES):
         raise TypeError(f"the save names class {name!r}, outside the allowed packages.")
-    local = _local_classes()
-    if name in local:
-        return local[name]
     target = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        target = getattr(target, part, None)
+    factory, local, _ = qualname.partition(".<locals>.")
+    if local:
+        # A class defined inside a module-level function, which returns it (InputScaledKernel:
+        # ``gpexplain.kernels.gpytorch_adapter._input_scaled_class``, which defers importing
+        # gpytorch). Found by name like any other class, so this module imports no kernel
+        # module; the function is called (with no arguments) only when it declares itself
+        # such a factory, and what it returns must carry the saved name (checked below).
+        function = getattr(target, factory, None)
+        target = function() if getattr(function, "_returns_saved_class", False) else None
+    else:
+        for part in qualname.split("."):
+            target = getattr(target, part, None)
     # The name must be the class's own: no reaching other classes through module attributes.
     if not isinstance(target, type) or _class_name(target) != name:
         raise TypeError(f"the save names {name!r}, which is not an allowed class.")
@@ -440,44 +451,3 @@ class _Decoder:
     def _key(self, node):
         key = self.decode(node)
         return tuple(key) if isinstance(key, list) else key
-
-
-# -- attributions --------------------------------------------------------------------------
-_ATTRIBUTION_ARRAYS = ("cov", "prediction", "baseline", "difference_variance")
-
-
-def _save_attribution(attribution, path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    attribution.to_frame().to_parquet(path / _TABLE, index=False)
-    arrays = {
-        name: np.asarray(getattr(attribution, name))
-        for name in _ATTRIBUTION_ARRAYS
-        if getattr(attribution, name) is not None
-    }
-    header = _header("attribution", attribution)
-    header.update(
-        n_points=attribution.n_points,
-        feature_names=list(attribution.feature_names),
-        method=attribution.method,
-        baseline_prediction=attribution.baseline_prediction,
-    )
-    _write(path, header, arrays)
-    return path
-
-
-def _load_attribution(path: Path, header: dict, arrays: dict[str, np.ndarray]):
-    import pandas as pd
-
-    from gpexplain.attribution import Attribution
-
-    table = pd.read_parquet(path / _TABLE)
-    shape = (header["n_points"], len(header["feature_names"]))
-    baseline_prediction = header["baseline_prediction"]
-    return Attribution(
-        mean=table["attribution"].to_numpy(dtype=np.float64).reshape(shape),
-        X=table["value"].to_numpy(dtype=np.float64).reshape(shape),
-        feature_names=list(header["feature_names"]),
-        method=header["method"],
-        baseline_prediction=baseline_prediction,
-        **{name: arrays.get(name) for name in _ATTRIBUTION_ARRAYS},
-    )

@@ -181,3 +181,8 @@ def _input_scaled_class():
 
     _INPUT_SCALED["class"] = InputScaledKernel
     return InputScaledKernel
+
+
+# Saves name the class by its qualified name, ``..._input_scaled_class.<locals>.InputScaledKernel``;
+# this marks the function as one that persistence may call to find the class again on load.
+_input_scaled_class._returns_saved_class = True

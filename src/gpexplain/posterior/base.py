@@ -52,6 +52,10 @@ class Posterior(ABC):
     mean: float
     feature_names: list[str]
 
+    #: ``gx.save`` saves a posterior as the tree of its attributes (``gpexplain.persistence``,
+    #: which cannot import this layer to ask ``isinstance``).
+    _save_kind = "model"
+
     @abstractmethod
     def quadratic_form(self, left: np.ndarray, right: np.ndarray | None = None) -> np.ndarray:
         """``left Q right^T``, batched over leading axes.

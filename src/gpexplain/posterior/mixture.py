@@ -101,6 +101,9 @@ class MixturePosterior:
         Components disagree on features or training inputs; bad weights.
     """
 
+    #: Saved by ``gx.save`` as the tree of its attributes, like every ``Posterior``.
+    _save_kind = "model"
+
     def __init__(self, components: Sequence[Posterior], weights=None):
         if isinstance(components, Posterior) or not isinstance(components, Sequence):
             raise TypeError(
