@@ -18,9 +18,12 @@ def _run(code: str) -> dict:
     return json.loads(done.stdout)
 
 
-def test_import_loads_no_optional_module():
+@pytest.mark.parametrize("statement", ["import gpexplain", "import gpexplain.cli"])
+def test_import_loads_no_optional_module(statement):
+    """The library, and the command line with all its commands (every ``gpexplain --version``
+    or ``--help`` pays this), load no plotting or optional module until one is used."""
     loaded = _run(
-        "import json, sys; import gpexplain; "
+        f"import json, sys; {statement}; "
         "print(json.dumps(sorted({name.partition('.')[0] for name in sys.modules})))"
     )
     assert "torch" in loaded and "numpy" in loaded

@@ -16,8 +16,6 @@ from gpexplain.cli.choices import Choice
 from gpexplain.cli.common import INTERVAL_LEVEL, finite_or_none, say
 from gpexplain.cli.methods import method_id
 from gpexplain.explain.methods import METHODS
-from gpexplain.plot import plot_attributions, plot_global_importance
-from gpexplain.report import write_report
 
 __all__ = [
     "TOP_FEATURES",
@@ -143,6 +141,8 @@ def save_attribution_figures(attr, explained: list, out: Path, suffix: str = "",
                              title: str | None = None) -> list[str]:
     """``attributions<suffix>.png`` (the first few points) and ``importance<suffix>.png``;
     returns their names."""
+    # matplotlib loads with the first figure, not with every command (gpexplain --version)
+    from gpexplain.plot import plot_attributions, plot_global_importance
     shown = min(SHOWN_POINTS, attr.n_points)
     figure = plot_attributions(
         attr, max_points=shown, point_labels=[f"row {r}" for r in explained[:shown]]
@@ -185,6 +185,8 @@ def top_features_table(attr, row_label) -> Table:
 def finish(out: Path, written: list, report: bool, stdout: Console) -> None:
     """Write report.html when ``--report`` asks (from the files just written), then say what
     was written."""
+    # matplotlib loads with the first figure, not with every command (gpexplain --version)
+    from gpexplain.report import write_report
     if report:
         written = [*written, write_report(out).name]
     say(stdout, f"Wrote {', '.join(written)} to {out}")

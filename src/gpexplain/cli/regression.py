@@ -24,7 +24,6 @@ from gpexplain.cli.output import (
     write_table,
 )
 from gpexplain.parallel import dask_client
-from gpexplain.plot import plot_global_shapley
 
 __all__ = ["Regression"]
 
@@ -102,6 +101,8 @@ class Regression:
     def write(model, explanation, X, X_model, record, context, out, stdout, report, saved):
         """Write the outputs, print the top features and R^2, and finish. The table and
         figures name ``X``'s columns, the summary the model's (``X_model``)."""
+        # matplotlib loads with the first figure, not with every command (gpexplain --version)
+        from gpexplain.plot import plot_global_shapley
         attr, encoded, extras = explanation
         explained = record.explained
         written = ["attributions.csv", "summary.json", "attributions.png", "importance.png",

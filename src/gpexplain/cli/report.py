@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 
 from gpexplain.cli.common import fail, say
-from gpexplain.report import write_report
 
 __all__ = ["command"]
 
@@ -23,6 +22,8 @@ def command(
     ] = None,
 ) -> None:
     """Write one self-contained HTML report of an explain output directory."""
+    # matplotlib loads with the first figure, not with every command (gpexplain --version)
+    from gpexplain.report import write_report
     try:
         path = write_report(out_dir, output)
     except ValueError as error:

@@ -33,7 +33,6 @@ from gpexplain.cli.common import fail, make_output_directory, say, write_json
 from gpexplain.cli.regression import Regression
 from gpexplain.explain.methods import METHODS
 from gpexplain.models.families import PRODUCT_KERNELS
-from gpexplain.plot import plot_global_sensitivity
 
 __all__ = ["command"]
 
@@ -51,6 +50,8 @@ def command(
 ) -> None:
     """Fit an exact GP to DATA and write its global Sobol indices and Shapley effects, with
     their posterior uncertainty, under the columns' Gaussian product measure."""
+    # matplotlib loads with the first figure, not with every command (gpexplain --version)
+    from gpexplain.plot import plot_global_sensitivity
     frame = reading.read_frame(data, header, names)
     try:
         if kernel.strip().lower() not in PRODUCT_KERNELS:
