@@ -37,7 +37,7 @@ import torch
 from gpexplain._torch import as_tensor
 from gpexplain.kernels._parameters import as_lengthscale
 from gpexplain.kernels.base import Kernel
-from gpexplain.kernels.measures import Empirical, Gaussian, _backend
+from gpexplain.kernels.measures import _backend, check_measure
 
 __all__ = [
     "OrthogonalAdditive",
@@ -46,7 +46,9 @@ __all__ = [
     "leave_one_out_weighted_sums",
 ]
 
-MEASURES = (Gaussian, Empirical)
+# The measures the constrained kernel has closed forms or finite sums for, by their names in
+# ``gpexplain.kernels.measures.MEASURES`` (a uniform box would need its own constrained kernel).
+ACCEPTED_MEASURES = ("gaussian", "empirical")
 
 
 def elementary_symmetric(z, max_order: int) -> list:
@@ -215,11 +217,7 @@ class OrthogonalAdditive(Kernel):
             )
         if not np.all(np.isfinite(order_variances)) or np.any(order_variances < 0):
             raise ValueError(f"order_variances must be finite and >= 0, got {order_variances}.")
-        if not isinstance(measure, MEASURES):
-            raise TypeError(
-                "measure must be gx.measures.Gaussian(mean, std) or gx.measures.Empirical(X), "
-                f"got {type(measure).__name__}."
-            )
+        check_measure(measure, ACCEPTED_MEASURES)
         if max_order is not None:
             if not isinstance(max_order, int | np.integer) or max_order < 1:
                 raise ValueError(f"max_order must be a positive integer, got {max_order!r}.")

@@ -30,7 +30,7 @@ from sklearn.preprocessing import StandardScaler
 
 from gpexplain._torch import to_numpy
 from gpexplain.kernels.measures import Empirical, Gaussian
-from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
+from gpexplain.kernels.orthogonal_additive import ACCEPTED_MEASURES, OrthogonalAdditive
 from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import (
     DEFAULT_NOISE,
@@ -50,7 +50,6 @@ from gpexplain.posterior import ExactPosterior
 
 __all__ = ["AdditiveGPRegressor"]
 
-MEASURES = ("gaussian", "empirical")
 _CONSTANT_VARIANCE_START = 0.1  # sigma_0^2 on centred, standardised targets
 
 
@@ -127,7 +126,7 @@ class AdditiveGPRegressor(
     """
 
     _parameter_constraints = {
-        "measure": Options(MEASURES),
+        "measure": Options(ACCEPTED_MEASURES),
         "max_order": Integer(1, allow_none=True),
         **MULTISTART_CONSTRAINTS,
     }

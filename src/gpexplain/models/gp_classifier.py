@@ -36,6 +36,7 @@ from linear_operator.utils.warnings import NumericalWarning
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from gpexplain._torch import as_tensor, to_numpy
 from gpexplain._validation import as_class_labels, as_feature_matrix
 from gpexplain.kernels import RBF
 from gpexplain.likelihoods import likelihood_for_link
@@ -202,10 +203,10 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
         constant, scaling = choice_scaling(X, names, choice.sees_constant_columns)
         Xs = scaling.features(X)
         rng = np.random.default_rng(self.random_state)
-        Z_t = torch.as_tensor(
+        Z_t = as_tensor(
             initial_inducing_points(Xs, self.n_inducing, self.inducing_init, rng)
         )
-        X_t = torch.as_tensor(Xs)
+        X_t = as_tensor(Xs)
         n_latent = likelihood.n_latents(classes.size)
         target = likelihood.targets(codes)
         starts = self._starting_points(choice, choice.is_ard(self.optimizer), scaling, rng)
@@ -265,13 +266,13 @@ class GPClassifier(PosteriorEstimator, ClassifierMixin, BaseEstimator):
                 latent.covar_module, X.shape[1], scaling.active, scaling.x_mean, scaling.x_scale,
                 1.0, self.optimizer,
             )
-            inducing_points = scaling.unstandardise(strategy.inducing_points.detach().numpy())
+            inducing_points = scaling.unstandardise(to_numpy(strategy.inducing_points))
             self.kernels_.append(kernel)
             self.inducing_points_.append(inducing_points)
             posteriors.append(VariationalPosterior(
                 inducing_points,
-                q.mean.detach().numpy(),
-                q.covariance_matrix.detach().numpy(),
+                to_numpy(q.mean),
+                to_numpy(q.covariance_matrix),
                 kernel,
                 float(latent.mean_module.constant.detach()),
                 whitened=True,
