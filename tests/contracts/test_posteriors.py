@@ -30,6 +30,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 import gpexplain as gx
 import gpexplain.posterior
 from gpexplain.posterior import MixturePosterior, Posterior
+from gpexplain.posterior.base import PosteriorProtocol
 from tests.contracts._models import (
     cases,
     classification_data,
@@ -45,7 +46,7 @@ VARIANCE_OF_GPX = (
     "predict(X, return_cov=True)"
 )
 # (test, case) pairs that fail today: known defects, each xfail flips when fixed.
-KNOWN_DEFECTS = {("variance", "GPXRegressor"): VARIANCE_OF_GPX}
+KNOWN_DEFECTS = {(test, "GPXRegressor"): VARIANCE_OF_GPX for test in ("variance", "protocol")}
 
 
 def _from_sklearn_regressor():
@@ -120,6 +121,21 @@ def test_every_posterior_class_has_a_case():
     covered = {type(_case(name)[0]) for name in CASES}
     missing = [cls.__name__ for cls in classes if cls not in covered]
     assert not missing, f"posterior classes no contract case builds: {missing}"
+
+
+@pytest.mark.parametrize("name", _cases("protocol"))
+def test_every_posterior_satisfies_the_protocol(name):
+    posterior = _case(name)[0]
+    assert isinstance(posterior, PosteriorProtocol)
+    queries = _queries(posterior)
+    checked = posterior.check_inputs(queries)
+    assert checked.shape == (len(queries), posterior.n_features)
+    assert posterior.data_inputs.shape[1] == posterior.n_features == len(posterior.feature_names)
+    mean, var = posterior.predict(checked)
+    np.testing.assert_allclose(posterior.predict_mean(checked), mean, rtol=1e-12, atol=1e-12)
+    gap = posterior.difference_variance(checked, checked[0])
+    assert gap.shape == (len(queries),) and np.all(gap >= 0)
+    assert gap[0] <= 1e-9 * var.max()  # f(x) - f(x) has no variance
 
 
 @pytest.mark.parametrize("name", _cases("mean"))

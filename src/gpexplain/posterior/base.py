@@ -16,6 +16,7 @@ this interface.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -27,7 +28,44 @@ from gpexplain._validation import (
 )
 from gpexplain.parallel import default_chunk_size, map_chunks
 
-__all__ = ["Posterior"]
+__all__ = ["Posterior", "PosteriorProtocol"]
+
+
+@runtime_checkable
+class PosteriorProtocol(Protocol):
+    """What an explanation may ask of any posterior over f: one Gaussian (``Posterior``) or a
+    finite mixture of them (``MixturePosterior``), which has no single representer form.
+
+    Wrappers take any object satisfying this (checked by ``tests/contracts``); the driver asks
+    a ``Posterior`` for its representer form and a mixture for its ``components``.
+
+    Attributes
+    ----------
+    feature_names : list of str
+    n_features : int
+    data_inputs : ndarray (n_data, n_features)
+        The training inputs (statistics such as a "mean" baseline are taken over them).
+    """
+
+    feature_names: list[str]
+
+    @property
+    def n_features(self) -> int: ...
+
+    @property
+    def data_inputs(self) -> np.ndarray: ...
+
+    def check_inputs(self, X, name: str = "X") -> np.ndarray:
+        """Query points as float64 (n, n_features), checked against the features."""
+
+    def predict_mean(self, X) -> np.ndarray:
+        """Posterior mean of f at X, (n_points,)."""
+
+    def predict(self, X, return_cov: bool = False):
+        """Posterior mean and variance (or covariance) of f at X."""
+
+    def difference_variance(self, X, baseline: np.ndarray) -> np.ndarray:
+        """``Var[f(x) - mean_b f(xt_b)]`` for each row of X, (n_points,)."""
 
 
 class Posterior(ABC):
