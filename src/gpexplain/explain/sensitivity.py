@@ -55,6 +55,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain._validation import check_finite_result
+from gpexplain.accuracy import warn_if_sobol_inconsistent
 from gpexplain.functionals.product_shapley import (
     gauss_legendre_unit,
     leave_one_out_products,
@@ -137,6 +138,16 @@ def global_sensitivity(
         a Uniform box more than 512 lengthscales wide;
         ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary model, or
         given for a regression; an unknown ``output``.
+
+    Warns
+    -----
+    CompletenessWarning
+        The indices of the posterior mean break ``0 <= first_order <= shapley_effects <=
+        total`` or ``sum(shapley_effects) == total_variance`` by more than 1e-8 of the
+        variance (``gpexplain.accuracy.warn_if_sobol_inconsistent``): they are quadratic
+        forms ``a^T H a`` in ``a = K^{-1} y``, which a nearly interpolating GP (noise variance
+        ~1e-10, scikit-learn's default) makes so large that rounding swamps them. The
+        message gives the measured gaps; a larger noise variance is the remedy.
     """
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer)
@@ -175,7 +186,7 @@ def global_sensitivity(
     check_finite_result("global_sensitivity", of_mean, expected, std)
     total_variance, first, total, shapley = _split(of_mean)
     _, expected_first, expected_total, expected_shapley = _split(expected)
-    return GlobalSensitivity(
+    result = GlobalSensitivity(
         first_order=first,
         total=total,
         shapley_effects=shapley,
@@ -195,6 +206,9 @@ def global_sensitivity(
             + ("" if latent is None else f" of the {latent}")
         ),
     )
+    rounding = np.finfo(float).eps * structure.variance**2 * np.sum(np.abs(posterior.alpha))**2
+    warn_if_sobol_inconsistent(result, "global_sensitivity", rounding)
+    return result
 
 
 def _split(stacked):
