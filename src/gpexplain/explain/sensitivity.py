@@ -97,7 +97,9 @@ def global_sensitivity(
         The product measure of the inputs. Default: independent Gaussians with each training
         column's mean and standard deviation (squared-exponential factors only; use
         ``Empirical(X)`` for Matern or RQ factors). ``Uniform(low, high)``: a box (the
-        measure of Ax / BoTorch's Sobol indices), SE and RQ factors.
+        measure of Ax / BoTorch's Sobol indices), SE and RQ factors. Parameters given as
+        labelled pandas Series (``Empirical``: a DataFrame) are matched to the features by
+        name.
     chunk_size : int, optional
         Rows of Z processed at once (bounds memory); automatic by default.
     target_class : class label, optional
@@ -134,7 +136,8 @@ def global_sensitivity(
         Gaussian with a Matern / RQ factor, or Uniform with a Matern factor;
         ``output="probability"``.
     ValueError
-        ``chunk_size`` not a positive integer; a measure with the wrong number of features;
+        ``chunk_size`` not a positive integer; a measure with the wrong number of features,
+        or with labels that are not the features' names;
         a Uniform box more than 512 lengthscales wide;
         ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary model, or
         given for a regression; an unknown ``output``.
@@ -171,7 +174,7 @@ def global_sensitivity(
         data = posterior.data_inputs
         measure = Gaussian(data.mean(0), np.maximum(data.std(0), 1e-12))
     check_measure(measure)
-    measure = measure.resolve(n_features)
+    measure = measure.resolve(n_features, posterior.feature_names)
     # The leave-one-out products of G run fastest on (rows, n) slabs of ~4096 numbers, which
     # stay in cache (measured: 8 rows of 500 take 25% less time per row than 4 or 16).
     sandwich_rows = max(1, 4096 // n_basis)
