@@ -264,3 +264,25 @@ def test_pair_expectations_refuse_bad_input():
         links.Logit().pair_expectations(one, one, one, one, np.zeros(2))
     with pytest.raises(ValueError, match="orders"):
         links.Logit().pair_expectations(one, one, one, one, one, orders=((4, 0),))
+
+
+def test_taylor_warns_when_an_expected_probability_leaves_the_unit_interval():
+    """Issue 27 item 21: the Taylor form sigma(m) + (s2/2) sigma''(m) reached 1.65 and -0.53
+    silently. It is returned as computed (documented choice), with a warning giving the count
+    and the range; a value inside [0, 1] gives none."""
+    import warnings
+
+    import mpmath
+
+    link = links.Logit(approximation="taylor")
+    mean, var = np.array([-2.0, 2.0, 0.3]), np.array([30.0, 30.0, 0.1])
+    with pytest.warns(RuntimeWarning, match=r"2 of 3 expected probabilities outside \[0, 1\]"):
+        values = link.expected_response(mean, var)
+    sigma = [1 / (1 + mpmath.exp(-mpmath.mpf(m))) for m in mean]
+    reference = [float(s + 0.5 * v * s * (1 - s) * (1 - 2 * s))
+                 for s, v in zip(sigma, var, strict=True)]
+    np.testing.assert_allclose(values, reference, rtol=1e-12)
+    assert values[0] > 1 and values[1] < 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        link.expected_response(mean[2:], var[2:])

@@ -17,7 +17,8 @@ import warnings
 import numpy as np
 
 __all__ = [
-    "COMPLETENESS_RTOL", "CompletenessWarning", "prediction_rounding", "warn_if_incomplete"
+    "COMPLETENESS_RTOL", "CompletenessWarning", "prediction_rounding", "warn_if_incomplete",
+    "warn_if_sobol_inconsistent",
 ]
 
 #: Documented completeness tolerance, relative to the size of what the attributions sum to,
@@ -133,4 +134,72 @@ def warn_if_incomplete(
             "(rescale the inputs or move the baseline closer).",
             CompletenessWarning,
             stacklevel=4,
+        )
+
+
+def warn_if_sobol_inconsistent(
+    result, caller: str, rounding: float, rtol: float = COMPLETENESS_RTOL
+) -> None:
+    """Warn with the measured gaps when the indices of the posterior mean in ``result`` break
+    the identities of a variance decomposition by more than ``rtol``.
+
+    Every function's Sobol indices satisfy ``0 <= first_order_i <= shapley_effects_i <=
+    total_i <= Var``, ``sum_i first_order_i <= Var <= sum_i total_i`` and ``sum_i
+    shapley_effects_i == Var`` (Owen 2014). The closed forms are quadratic forms ``a^T H a``
+    in the representer weights ``a``; for a nearly interpolating GP (e.g. scikit-learn's
+    default ``alpha=1e-10``) ``|a|`` reaches 1e6-1e9 and their rounding, about ``eps
+    s2^2 |a|_1^2``, swamps the O(1) result. Such a result is returned, but never quietly.
+
+    Parameters
+    ----------
+    result : gpexplain.GlobalSensitivity
+    caller : str
+        Public function named in the message.
+    rounding : float
+        The rounding scale of the quadratic forms (``eps s2^2 |a|_1^2``), reported as the
+        likely cause.
+    rtol : float
+        Tolerance relative to the variance of the posterior mean (or, when that is smaller,
+        to its posterior expectation: a mean that is nearly constant has no scale of its
+        own).
+
+    Warns
+    -----
+    CompletenessWarning
+        With every identity missed, its largest gap (absolute and relative) and the feature
+        concerned, and the rounding scale.
+    """
+    first, shapley, total = result.first_order, result.shapley_effects, result.total
+    variance = result.total_variance
+    scale = max(variance, result.expected_total_variance, 0.0)
+    names = result.feature_names
+    checks = {
+        "first order below 0": -first,
+        "first order above Shapley effect": first - shapley,
+        "Shapley effect above total": shapley - total,
+        "total above the variance": total - variance,
+    }
+    failures = []
+    for what, excess in checks.items():
+        worst = int(np.argmax(excess))
+        if excess[worst] > rtol * scale:
+            failures.append(f"{what} by up to {excess[worst]:.3g} "
+                            f"({excess[worst] / scale:.2g} relative, {names[worst]!r})")
+    for what, gap in (
+        ("sum of Shapley effects minus the variance", abs(shapley.sum() - variance)),
+        ("sum of first order above the variance", first.sum() - variance),
+        ("variance above the sum of totals", variance - total.sum()),
+    ):
+        if gap > rtol * scale:
+            failures.append(f"{what} {gap:.3g} ({gap / scale:.2g} relative)")
+    if failures:
+        warnings.warn(
+            f"{caller} ({result.method}): the indices of the posterior mean break the "
+            f"identities of a variance decomposition beyond the documented relative tolerance "
+            f"{rtol:g} of the variance {variance:.6g}: {'; '.join(failures)}. Their quadratic "
+            f"forms round at about {rounding:.3g} (the representer weights a = K^-1 y are "
+            "large: a nearly interpolating GP); give the model a larger noise variance (e.g. "
+            "scikit-learn's alpha) to get indices accurate to that tolerance.",
+            CompletenessWarning,
+            stacklevel=3,
         )

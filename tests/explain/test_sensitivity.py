@@ -396,3 +396,36 @@ def test_centred_second_moment_keeps_its_digits_for_wide_lengthscales(ratio):
             reference = float(expect(lambda t, i=i, j=j: (k(t, values[i]) - mus[i])
                                      * (k(t, values[j]) - mus[j])))
             assert abs(got[i, j] - reference) <= 1e-12 * abs(reference)
+
+
+def test_nearly_interpolating_gp_warns_when_indices_break_identities():
+    """Issue 27 item 15: scikit-learn's default ``alpha=1e-10`` makes ``|K^-1 y|`` ~ 4e7; the
+    quadratic forms of the indices then keep no digit (here a negative total index, first
+    order above total, Shapley effects off the variance by 3e-3), which must not pass
+    silently. The total index of a feature is a variance, so it cannot be negative."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF as SkRBF
+
+    from gpexplain.accuracy import CompletenessWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(60, 2))
+    gp = GaussianProcessRegressor(SkRBF([8.0, 8.0]), optimizer=None).fit(X, np.sin(X[:, 0]))
+    with pytest.warns(CompletenessWarning, match="identities of a variance decomposition"
+                      ) as record:
+        result = gx.global_sensitivity(gx.from_sklearn(gp))
+    broken = result.total.min() < 0 or np.any(result.first_order > result.total)
+    assert broken  # the inputs still reach the failure the warning is for
+    gap = abs(result.shapley_effects.sum() - result.total_variance)
+    assert f"{gap:.3g}" in str(record[0].message)
+
+
+def test_well_conditioned_indices_pass_the_identity_check_silently():
+    import warnings
+
+    posterior = _posterior(3, [0.8, 1.2, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = gx.global_sensitivity(posterior)
+    assert np.all(result.first_order <= result.total)
+    assert result.shapley_effects.sum() == pytest.approx(result.total_variance, rel=1e-10)

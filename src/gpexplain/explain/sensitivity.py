@@ -55,6 +55,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain._validation import check_finite_result
+from gpexplain.accuracy import warn_if_sobol_inconsistent
 from gpexplain.functionals.product_shapley import (
     gauss_legendre_unit,
     leave_one_out_products,
@@ -96,7 +97,9 @@ def global_sensitivity(
         The product measure of the inputs. Default: independent Gaussians with each training
         column's mean and standard deviation (squared-exponential factors only; use
         ``Empirical(X)`` for Matern or RQ factors). ``Uniform(low, high)``: a box (the
-        measure of Ax / BoTorch's Sobol indices), SE and RQ factors.
+        measure of Ax / BoTorch's Sobol indices), SE and RQ factors. Parameters given as
+        labelled pandas Series (``Empirical``: a DataFrame) are matched to the features by
+        name.
     chunk_size : int, optional
         Rows of Z processed at once (bounds memory); automatic by default.
     target_class : class label, optional
@@ -133,10 +136,21 @@ def global_sensitivity(
         Gaussian with a Matern / RQ factor, or Uniform with a Matern factor;
         ``output="probability"``.
     ValueError
-        ``chunk_size`` not a positive integer; a measure with the wrong number of features;
+        ``chunk_size`` not a positive integer; a measure with the wrong number of features,
+        or with labels that are not the features' names;
         a Uniform box more than 512 lengthscales wide;
         ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary model, or
         given for a regression; an unknown ``output``.
+
+    Warns
+    -----
+    CompletenessWarning
+        The indices of the posterior mean break ``0 <= first_order <= shapley_effects <=
+        total`` or ``sum(shapley_effects) == total_variance`` by more than 1e-8 of the
+        variance (``gpexplain.accuracy.warn_if_sobol_inconsistent``): they are quadratic
+        forms ``a^T H a`` in ``a = K^{-1} y``, which a nearly interpolating GP (noise variance
+        ~1e-10, scikit-learn's default) makes so large that rounding swamps them. The
+        message gives the measured gaps; a larger noise variance is the remedy.
     """
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer)
@@ -160,7 +174,7 @@ def global_sensitivity(
         data = posterior.data_inputs
         measure = Gaussian(data.mean(0), np.maximum(data.std(0), 1e-12))
     check_measure(measure)
-    measure = measure.resolve(n_features)
+    measure = measure.resolve(n_features, posterior.feature_names)
     # The leave-one-out products of G run fastest on (rows, n) slabs of ~4096 numbers, which
     # stay in cache (measured: 8 rows of 500 take 25% less time per row than 4 or 16).
     sandwich_rows = max(1, 4096 // n_basis)
@@ -175,7 +189,7 @@ def global_sensitivity(
     check_finite_result("global_sensitivity", of_mean, expected, std)
     total_variance, first, total, shapley = _split(of_mean)
     _, expected_first, expected_total, expected_shapley = _split(expected)
-    return GlobalSensitivity(
+    result = GlobalSensitivity(
         first_order=first,
         total=total,
         shapley_effects=shapley,
@@ -195,6 +209,9 @@ def global_sensitivity(
             + ("" if latent is None else f" of the {latent}")
         ),
     )
+    rounding = np.finfo(float).eps * structure.variance**2 * np.sum(np.abs(posterior.alpha))**2
+    warn_if_sobol_inconsistent(result, "global_sensitivity", rounding)
+    return result
 
 
 def _split(stacked):

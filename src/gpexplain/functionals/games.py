@@ -65,7 +65,8 @@ def _product_measure(name, posterior, measure):
             "game='product-measure' needs measure= (gx.measures.Gaussian(mean, std), "
             "gx.measures.Empirical(X) or gx.measures.Uniform(low, high))."
         )
-    return ProductShapley(name, measure=check_measure(measure).resolve(posterior.n_features))
+    return ProductShapley(name, measure=check_measure(measure).resolve(
+        posterior.n_features, posterior.feature_names))
 
 
 GAMES: Registry[ShapleyGame] = Registry("Shapley game")

@@ -24,9 +24,10 @@ lengthscales, for marginal-likelihood fitting); ``constrained_se_second_moment``
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from gpexplain._registry import Registry
-from gpexplain._validation import as_feature_matrix
+from gpexplain._validation import as_feature_matrix, order_by_name
 
 __all__ = ["MEASURES", "Gaussian", "Empirical", "Uniform", "check_measure"]
 
@@ -68,7 +69,11 @@ class _PerFeaturePair:
 
     def __init__(self, first, second):
         arrays = []
+        # A labelled Series is matched to the model's features by name in ``resolve``.
+        self._labels = {}
         for name, value in zip(self._NAMES, (first, second), strict=True):
+            if isinstance(value, pd.Series) and not isinstance(value.index, pd.RangeIndex):
+                self._labels[name] = value.index
             value = np.asarray(value, dtype=np.float64)
             if value.ndim > 1:
                 raise ValueError(
@@ -102,21 +107,33 @@ class _PerFeaturePair:
         return (f"{type(self).__name__}({self._NAMES[0]}={first.tolist()!r}, "
                 f"{self._NAMES[1]}={second.tolist()!r})")
 
-    def resolve(self, n_features: int):
-        """The same measure with per-feature arrays of length ``n_features``.
+    def resolve(self, n_features: int, feature_names=None):
+        """The same measure with per-feature arrays of length ``n_features``, in the order of
+        ``feature_names``.
+
+        A parameter given as a pandas Series with labels is matched to ``feature_names`` by
+        name (``gpexplain._validation.order_by_name``), never by position; plain arrays and
+        unlabelled Series are positional.
 
         Raises
         ------
         ValueError
-            The measure was given for a different number of features.
+            The measure was given for a different number of features; a labelled parameter
+            whose labels are not exactly ``feature_names``.
         """
         if self.n_features not in (None, n_features):
             raise ValueError(
                 f"the {type(self).__name__} measure has {self.n_features} features but the "
                 f"inputs have {n_features}."
             )
-        return type(self)(*(np.broadcast_to(value, (n_features,)).copy()
-                            for value in self._pair()))
+        values = []
+        for name, value in zip(self._NAMES, self._pair(), strict=True):
+            if name in self._labels and feature_names is not None:
+                labelled = pd.Series(value, index=self._labels[name])
+                value = order_by_name(labelled, feature_names,
+                                      f"{type(self).__name__} {name}").to_numpy()
+            values.append(np.broadcast_to(value, (n_features,)).copy())
+        return type(self)(*values)
 
 
 @MEASURES.register("gaussian")
@@ -280,6 +297,11 @@ class Empirical:
     """
 
     def __init__(self, X):
+        # A DataFrame's column names are matched to the model's features in ``resolve``.
+        self._columns = (
+            X.columns if isinstance(X, pd.DataFrame)
+            and not isinstance(X.columns, pd.RangeIndex) else None
+        )
         self.points, _ = as_feature_matrix(X, "X")
 
     @property
@@ -289,14 +311,26 @@ class Empirical:
     def __repr__(self) -> str:
         return f"Empirical(n_atoms={self.points.shape[0]}, n_features={self.n_features})"
 
-    def resolve(self, n_features: int) -> Empirical:
-        """Return self after checking the number of features (ValueError otherwise)."""
+    def resolve(self, n_features: int, feature_names=None) -> Empirical:
+        """Self after checking the number of features, or, for a DataFrame with column
+        names and given ``feature_names``, the measure with its columns matched to them by
+        name (``gpexplain._validation.order_by_name``), never by position.
+
+        Raises
+        ------
+        ValueError
+            A different number of features; column names that are not exactly
+            ``feature_names``.
+        """
         if n_features != self.n_features:
             raise ValueError(
                 f"the empirical measure has {self.n_features} features but the inputs have "
                 f"{n_features}."
             )
-        return self
+        if self._columns is None or feature_names is None:
+            return self
+        table = pd.DataFrame(self.points, columns=self._columns)
+        return Empirical(order_by_name(table, feature_names, "Empirical X").to_numpy())
 
     def subset(self, features) -> Empirical:
         """The marginal measure of the listed features."""

@@ -6,9 +6,17 @@ Seitz, *Gradient-based explanations for Gaussian process regression and classifi
 its Hessian by automatic differentiation. They err by more than 10% once the latent variance
 approaches 1, and give means only (no covariance: ``Form.covariance`` refuses). A link built
 with ``approximation="taylor"`` holds one of these forms instead of its exact one.
+
+A Taylor "expected probability" can leave [0, 1] (1.65 and -0.53 were met for latent
+variances of a few units). It is returned as computed, with a ``RuntimeWarning`` naming how
+many values left [0, 1] and their range: clipping would hide how far the approximation is
+off, and the gradient forms, which are not clipped, would then no longer integrate to the
+reported probabilities.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import torch
@@ -22,6 +30,21 @@ __all__ = ["BinaryTaylor", "SoftmaxTaylor"]
 _DESCRIPTION = "second-order Taylor (Seitz 2022)"
 
 
+def _warn_outside_unit_interval(probabilities: np.ndarray) -> np.ndarray:
+    """``probabilities`` unchanged, after a RuntimeWarning when any is outside [0, 1]."""
+    outside = (probabilities < 0.0) | (probabilities > 1.0)
+    if np.any(outside):
+        warnings.warn(
+            f"the second-order Taylor approximation gives {int(outside.sum())} of "
+            f"{probabilities.size} expected probabilities outside [0, 1] (range "
+            f"{probabilities.min():.3g} to {probabilities.max():.3g}): the latent variance is "
+            "too large for it; use approximation='quadrature' (exact to quadrature accuracy).",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return probabilities
+
+
 class BinaryTaylor(Form):
     """Second-order Taylor forms of a binary link's expectations at the latent mean."""
 
@@ -33,7 +56,7 @@ class BinaryTaylor(Form):
     def response(self, mean, var):
         """``sigma(m) + (var / 2) sigma''(m)``."""
         value, _, second = self.link.derivatives(mean, 2)
-        return value + 0.5 * var * second
+        return _warn_outside_unit_interval(value + 0.5 * var * second)
 
     def gradient(self, mean, var, mu, c):
         """The corrected eq. 33, ``sigma'(m) mu + (s2/2) sigma'''(m) mu + c sigma''(m)``."""
@@ -67,7 +90,8 @@ class SoftmaxTaylor(Form):
     def response(self, mean, var):
         """``S(m) + 1/2 sum_i d_i^2 S(m) s2_i``, (n, C)."""
         _, second, _ = _softmax_derivatives(mean)
-        return np.exp(log_softmax(mean, axis=1)) + 0.5 * np.einsum("pcii,pi->pc", second, var)
+        return _warn_outside_unit_interval(
+            np.exp(log_softmax(mean, axis=1)) + 0.5 * np.einsum("pcii,pi->pc", second, var))
 
     def gradient(self, mean, var, mu, c, target_class: int):
         """Eq. 37: kappa(m) + 1/2 sum_i H_ii(m) s2_i, where kappa (eq. 36) is
