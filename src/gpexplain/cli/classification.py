@@ -172,7 +172,8 @@ class Classification:
         """Write ``attributions.csv`` (a ``class`` column; ``probability_attribution`` for
         integrated gradients), ``summary.json`` (held-out accuracy, log loss and Brier score
         instead of R^2; the latent ``predictions`` per class for the report) and the figures
-        per class; print each class's top features and the scores; finish.
+        per class into the folder ``out``; print each class's top features and the scores;
+        return the names of the files written.
 
         ``explanation``: ``(latent, probability)`` of ``explain``, sharing classes, points and
         features in the same order; ``probability`` is empty for Shapley values, and then its
@@ -241,7 +242,7 @@ class Classification:
                 f"{record.holdout['accuracy']:.3f}, log loss {record.holdout['log_loss']:.3f}, "
                 f"Brier score {record.holdout['brier_score']:.3f}"
             )
-        finish(out, written + saved, report, stdout)
+        return finish(out, written + saved, report)
 
 
 def _probability_summary(labels: dict, probabilities: dict) -> dict:

@@ -23,6 +23,7 @@ __all__ = [
     "attribution_table",
     "finish",
     "save_attribution_figures",
+    "say_written",
     "summary",
     "top_features_table",
     "write_table",
@@ -182,11 +183,14 @@ def top_features_table(attr, row_label) -> Table:
     return table
 
 
-def finish(out: Path, written: list, report: bool, stdout: Console) -> None:
-    """Write report.html when ``--report`` asks (from the files just written), then say what
-    was written."""
+def finish(folder: Path, written: list, report: bool) -> list:
+    """Write report.html into ``folder`` when ``--report`` asks (from the files just written
+    there); the names of the files written, for the closing line (``say_written``)."""
     # matplotlib loads with the first figure, not with every command (gpexplain --version)
     from gpexplain.report import write_report
-    if report:
-        written = [*written, write_report(out).name]
+    return [*written, write_report(folder).name] if report else list(written)
+
+
+def say_written(stdout: Console, written: list, out: Path) -> None:
+    """The closing line, once the files are in place in ``out``."""
     say(stdout, f"Wrote {', '.join(written)} to {out}")
