@@ -592,3 +592,22 @@ def test_a_run_failing_while_writing_leaves_the_previous_output(tmp_path, small_
     assert isinstance(result.exception, RuntimeError)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "small.csv"]
+
+
+def test_names_and_labels_from_anyone_are_printed_and_written_as_text(tmp_path, single_start):
+    """Rich markup in a column name, a ``$`` for matplotlib and spreadsheet formulas in names
+    and category values: printed as they are, and neutralised in the CSV (OWASP)."""
+    frame = small_frame(n_rows=30).rename(columns={"a": "=HYPERLINK(1)", "b": "[/]odd $^$"})
+    frame["kind"] = np.where(np.arange(30) % 2, "@SUM(1)", "-x")
+    data = _write(tmp_path, "names.csv", frame)
+    out = tmp_path / "out"
+    result = invoke("explain", data, "--target", "y", "--rows", "0:2", "--no-holdout",
+                    "--out", out)
+    assert_ok(result)
+    assert "[/]odd $^$" in result.stdout
+    table = pd.read_csv(out / "attributions.csv")
+    assert set(table["feature"]) == {"'=HYPERLINK(1)", "[/]odd $^$", "c", "kind"}
+    kinds = table.loc[table["feature"] == "kind", "value"]
+    assert set(kinds) <= {"'@SUM(1)", "'-x"}
+    numbers = pd.to_numeric(table.loc[table["feature"] == "c", "value"])  # numbers stay numbers
+    assert (numbers < 0).any() and table["attribution"].dtype == np.float64

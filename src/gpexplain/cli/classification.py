@@ -26,6 +26,7 @@ from gpexplain.cli.output import (
     save_attribution_figures,
     summary,
     top_features_table,
+    write_csv,
 )
 
 __all__ = ["Classification", "describe_output", "file_label", "holdout_metrics", "json_label"]
@@ -190,7 +191,7 @@ class Classification:
                 table.insert(table.columns.get_loc("attribution") + 1, "probability_attribution",
                              probabilities[label].mean.ravel())
             tables.append(table)
-        pd.concat(tables, ignore_index=True).to_csv(out / "attributions.csv", index=False)
+        write_csv(pd.concat(tables, ignore_index=True), out / "attributions.csv")
 
         first = next(iter(attributions.values()))
         hyperparameters = {

@@ -36,6 +36,7 @@ from gpexplain.cli.common import (
     write_json,
     writing_into,
 )
+from gpexplain.cli.output import write_csv
 from gpexplain.cli.regression import Regression
 from gpexplain.explain.methods import METHODS
 from gpexplain.models.families import PRODUCT_KERNELS
@@ -103,7 +104,7 @@ def command(
         "gpexplain_version": __version__,
     }
     with writing_into(out) as folder:
-        table.to_csv(folder / "sensitivity.csv", index=False)
+        write_csv(table, folder / "sensitivity.csv")
         write_json(folder / "summary.json", summary)
         plot_global_sensitivity(result).savefig(folder / "sensitivity.png", dpi=120)
     stdout = Console()
