@@ -525,3 +525,89 @@ def test_random_feature_model_closed_form_ig(tmp_path, small_csv):
     assert "closed form" in summary["method"]
     assert summary["completeness_gap"]["mean"] < 1e-8
     assert summary["completeness_gap"]["variance"] < 1e-8
+
+
+# -- the output folder: written whole or not at all ----------------------------------------
+def _previous_output(folder: Path) -> Path:
+    """A folder as an earlier gpexplain run (other options) left it."""
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps({"gpexplain_version": "0.0", "run": 1}))
+    (folder / "weights.csv").write_text("from the earlier run\n")
+    return folder
+
+
+@pytest.mark.parametrize("command", ["explain", "sensitivity", "poe", "demo"])
+def test_a_folder_of_other_files_is_refused_as_out(command, tmp_path, small_csv):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's own file")
+    data = [] if command == "demo" else [small_csv, "--target", "y"]
+    result = invoke(command, *data, "--out", out)
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip()
+    assert "\n" not in message and str(out) in message and "--force" in message, message
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_out_containing_the_data_file_is_refused(tmp_path):
+    out = _previous_output(tmp_path / "out")
+    data = out / "small.csv"
+    small_frame().to_csv(data, index=False)
+    result = invoke("explain", data, "--target", "y", "--out", out, "--force")
+    assert result.exit_code == 2 and "small.csv" in result.stderr, result.output
+    assert data.is_file()
+
+
+def test_a_rerun_replaces_a_previous_output_whole(tmp_path, small_csv, single_start):
+    out = _previous_output(tmp_path / "out")
+    assert_ok(invoke("explain", small_csv, "--target", "y", "--rows", "0:2", "--no-holdout",
+                     "--out", out))
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES)  # no weights.csv
+    assert json.loads((out / "summary.json").read_text())["explained_rows"] == [0, 1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "small.csv"]  # nothing staged
+
+
+def test_force_replaces_a_folder_of_other_files(tmp_path, small_csv, single_start):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("to be replaced")
+    assert_ok(invoke("explain", small_csv, "--target", "y", "--rows", "0:2", "--no-holdout",
+                     "--out", out, "--force"))
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES)
+
+
+def test_a_run_failing_while_writing_leaves_the_previous_output(tmp_path, small_csv,
+                                                                single_start, monkeypatch):
+    from gpexplain.cli import regression
+
+    out = _previous_output(tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the figure could not be drawn")
+
+    monkeypatch.setattr(regression, "save_attribution_figures", broken)
+    result = invoke("explain", small_csv, "--target", "y", "--rows", "0:2", "--no-holdout",
+                    "--out", out)
+    assert isinstance(result.exception, RuntimeError)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "small.csv"]
+
+
+def test_names_and_labels_from_anyone_are_printed_and_written_as_text(tmp_path, single_start):
+    """Rich markup in a column name, a ``$`` for matplotlib and spreadsheet formulas in names
+    and category values: printed as they are, and neutralised in the CSV (OWASP)."""
+    frame = small_frame(n_rows=30).rename(columns={"a": "=HYPERLINK(1)", "b": "[/]odd $^$"})
+    frame["kind"] = np.where(np.arange(30) % 2, "@SUM(1)", "-x")
+    data = _write(tmp_path, "names.csv", frame)
+    out = tmp_path / "out"
+    result = invoke("explain", data, "--target", "y", "--rows", "0:2", "--no-holdout",
+                    "--out", out)
+    assert_ok(result)
+    assert "[/]odd $^$" in result.stdout
+    table = pd.read_csv(out / "attributions.csv")
+    assert set(table["feature"]) == {"'=HYPERLINK(1)", "[/]odd $^$", "c", "kind"}
+    kinds = table.loc[table["feature"] == "kind", "value"]
+    assert set(kinds) <= {"'@SUM(1)", "'-x"}
+    numbers = pd.to_numeric(table.loc[table["feature"] == "c", "value"])  # numbers stay numbers
+    assert (numbers < 0).any() and table["attribution"].dtype == np.float64

@@ -148,8 +148,8 @@ def test_results_stream_to_parquet(client, problem, tmp_path, on_cluster):
                                rtol=1e-12)
     for i, a in enumerate(names):
         np.testing.assert_allclose(table[f"mean[{a}]"], expected.mean[:, i], rtol=1e-12)
-        for j, b in enumerate(names):
-            column = f"cov[{a},{b}]" if i <= j else f"cov[{b},{a}]"
+        for j in range(len(names)):
+            column = f"cov[{i},{j}]" if i <= j else f"cov[{j},{i}]"
             np.testing.assert_allclose(table[column], expected.cov[:, i, j], rtol=1e-12,
                                        atol=1e-12 * np.max(np.abs(expected.cov)))
 

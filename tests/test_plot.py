@@ -144,3 +144,23 @@ def test_plot_global_shapley_rejects_other_objects(attr):
 
     with pytest.raises(TypeError, match="GlobalShapleyValues"):
         plot_global_shapley(attr)
+
+
+def test_dollar_signs_in_names_and_labels_are_drawn_as_text():
+    import io
+
+    from gpexplain.plot import plot_dependence, plot_summary, plot_waterfall
+
+    names = ["price $^$", "cost $"]  # an invalid and an unbalanced mathtext
+    X = np.array([["$x^$", 1.0], ["b", 2.0]], dtype=object)
+    attr = Attribution(mean=np.array([[0.5, -0.2], [0.1, 0.3]]),
+                       cov=np.tile(np.eye(2) * 0.01, (2, 1, 1)), X=X,
+                       prediction=np.array([1.3, 1.4]), baseline=None, baseline_prediction=1.0,
+                       feature_names=names, method="test")
+    figures = [plot_attributions(attr, point_labels=["row $^$", "row 2"]),
+               plot_global_importance(attr), plot_summary(attr), plot_waterfall(attr, 0),
+               plot_dependence(attr, 0)]
+    for figure in figures:
+        figure.savefig(io.BytesIO(), format="png")
+    labels = [t.get_text() for t in figures[1].axes[0].get_yticklabels()]
+    assert sorted(labels) == sorted(name.replace("$", r"\$") for name in names)

@@ -158,3 +158,30 @@ def test_report_of_a_summary_without_references_says_so(explained, tmp_path):
     (older / "summary.json").write_text(json.dumps(summary))
     page = write_report(older).read_text(encoding="utf-8")
     assert "records no references" in page and "Butler" not in page
+
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+def _hostile(value):
+    """Every string of a summary (not its keys) replaced by a script tag."""
+    if isinstance(value, str):
+        return SCRIPT
+    if isinstance(value, dict):
+        return {key: _hostile(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_hostile(item) for item in value]
+    return value
+
+
+def test_report_escapes_every_summary_value(explained, tmp_path):
+    foreign = tmp_path / "foreign"  # an output folder from elsewhere
+    foreign.mkdir()
+    shutil.copy(explained / "attributions.csv", foreign)
+    summary = _hostile(json.loads((explained / "summary.json").read_text()))
+    summary["holdout"].update(n_train=SCRIPT, n_test=SCRIPT, test_fraction=SCRIPT)
+    summary["completeness_gap"] = {"mean": SCRIPT, "variance": SCRIPT}
+    (foreign / "summary.json").write_text(json.dumps(summary))
+    page = write_report(foreign).read_text(encoding="utf-8")
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;" in page

@@ -43,6 +43,13 @@ def _panel_height(n_features: int) -> float:
     return 1.2 + 0.32 * n_features
 
 
+def _plain(text) -> str:
+    """``text`` drawn as it is: feature names, category labels and point labels come from the
+    user's table, and a ``$`` in them would otherwise start matplotlib's mathtext (an
+    unbalanced or invalid one fails when the figure is drawn)."""
+    return str(text).replace("$", r"\$")
+
+
 def _ranking_axes(names: list[str], ax: Axes | None) -> tuple[Figure, Axes]:
     """The given axes, or a new figure sized for one horizontal bar row per name."""
     if ax is not None:
@@ -56,7 +63,7 @@ def _ranking_axes(names: list[str], ax: Axes | None) -> tuple[Figure, Axes]:
 
 def _rank_rows(ax: Axes, ranked_names: list[str]) -> None:
     """Label bar rows 0, 1, ... with ``ranked_names``, the first at the top; light x grid."""
-    ax.set_yticks(np.arange(len(ranked_names)), ranked_names)
+    ax.set_yticks(np.arange(len(ranked_names)), [_plain(name) for name in ranked_names])
     if not ax.yaxis_inverted():
         ax.invert_yaxis()
     ax.grid(axis="x", color="0.9", linewidth=0.6)
@@ -160,11 +167,11 @@ def plot_attributions(
         )
         axis.axvline(0.0, color="0.3", linewidth=0.8)
         if panel == 0 or ax is not None:  # new panels share the y axis: label the first
-            axis.set_yticks(positions, attr.feature_names)
+            axis.set_yticks(positions, [_plain(name) for name in attr.feature_names])
         if not axis.yaxis_inverted():
             axis.invert_yaxis()
         axis.set_xlabel("attribution (units of the target)")
-        title = f"{label}\nprediction {attr.prediction[point]:.4g}"
+        title = f"{_plain(label)}\nprediction {attr.prediction[point]:.4g}"
         if attr.baseline_prediction is not None:
             title += f" vs baseline {attr.baseline_prediction:.4g}"
         axis.set_title(title, fontsize="medium")
@@ -550,7 +557,7 @@ def plot_dependence(attr: Attribution, feature, ax: Axes | None = None) -> Figur
     """
     attr = _check_attribution(attr)
     j = _feature_position(attr, feature)
-    name = attr.feature_names[j]
+    name = _plain(attr.feature_names[j])
     if ax is None:
         figure = Figure(figsize=(5.2, 3.6), layout="constrained")
         ax = figure.subplots()
@@ -575,7 +582,7 @@ def plot_dependence(attr: Attribution, feature, ax: Axes | None = None) -> Figur
         ax.errorbar(x, attr.mean[:, j], yerr=yerr if attr.cov is not None else None,
                     fmt="o", color=_NEGATIVE, markersize=3.5, ecolor="0.6", elinewidth=0.8,
                     label="posterior mean, 95% interval")
-        ax.set_xticks(np.arange(len(categories)), categories)
+        ax.set_xticks(np.arange(len(categories)), [_plain(c) for c in categories])
         ax.set_xlabel(f"{name} (category)")
     ax.axhline(0.0, color="0.3", linewidth=0.8)
     ax.set_ylabel(f"attribution of {name}\n(units of the target)")

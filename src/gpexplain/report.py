@@ -63,6 +63,14 @@ def _text(value) -> str:
     return html.escape(str(value))
 
 
+def _number(value, spec: str) -> str:
+    """``value`` formatted with ``spec`` when it is a number, else escaped as text: a summary
+    from elsewhere may hold anything in a numeric field."""
+    if isinstance(value, int | float | np.number) and not isinstance(value, bool):
+        return format(value, spec)
+    return _text(value)
+
+
 def _table(header: list[str], rows: list[list], name_columns: int = 1) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     head = f"<tr>{head}</tr>" if any(header) else ""  # a key-value table needs no header
@@ -175,20 +183,21 @@ def _overview(summary: dict) -> list[str]:
         )
 
     holdout = summary.get("holdout") or {}
+    fraction = _number(holdout.get("test_fraction", 0.2), ".0%")
+    split = f"{_text(holdout.get('n_train'))} train, {_text(holdout.get('n_test'))} test"
     if holdout.get("accuracy") is not None:
         quality = (
-            f"<p>On a seeded {holdout.get('test_fraction', 0.2):.0%} held-out split (a second "
-            f"fit on the other rows; {holdout.get('n_train')} train, {holdout.get('n_test')} "
-            f"test): accuracy <b>{holdout['accuracy']:.3f}</b>, log loss "
-            f"{holdout['log_loss']:.3f} nats, Brier score {holdout['brier_score']:.3f}</p>"
+            f"<p>On a seeded {fraction} held-out split (a second fit on the other rows; "
+            f"{split}): accuracy <b>{_number(holdout['accuracy'], '.3f')}</b>, log loss "
+            f"{_number(holdout.get('log_loss'), '.3f')} nats, Brier score "
+            f"{_number(holdout.get('brier_score'), '.3f')}</p>"
         )
     elif classification:
         quality = f"<p>No held-out scores: {_text(holdout.get('skipped', 'not run'))}.</p>"
     elif holdout.get("r2") is not None:
         quality = (
-            f"<p>R<sup>2</sup> on a seeded {holdout.get('test_fraction', 0.2):.0%} held-out split "
-            f"(a second fit on the other rows; {holdout.get('n_train')} train, "
-            f"{holdout.get('n_test')} test): <b>{holdout['r2']:.3f}</b></p>"
+            f"<p>R<sup>2</sup> on a seeded {fraction} held-out split (a second fit on the other "
+            f"rows; {split}): <b>{_number(holdout['r2'], '.3f')}</b></p>"
         )
     else:
         quality = f"<p>No held-out R<sup>2</sup>: {_text(holdout.get('skipped', 'not run'))}.</p>"
@@ -292,7 +301,8 @@ def _completeness(summary: dict, attr: Attribution, gaps: dict, title: str = "")
     return (
         text
         + f"<p>Largest gaps computed with the full covariance by explain: means "
-        f"{gaps.get('mean', 0.0):.2e}, variances {gaps.get('variance', 0.0):.2e} "
+        f"{_number(gaps.get('mean', 0.0), '.2e')}, variances "
+        f"{_number(gaps.get('variance', 0.0), '.2e')} "
         f"(base value {attr.baseline_prediction:.6g}).</p>"
         + f"<table><tr>{header}</tr>{body}</table>"
     )

@@ -26,6 +26,7 @@ from gpexplain.cli.output import (
     save_attribution_figures,
     summary,
     top_features_table,
+    write_csv,
 )
 
 __all__ = ["Classification", "describe_output", "file_label", "holdout_metrics", "json_label"]
@@ -172,7 +173,8 @@ class Classification:
         """Write ``attributions.csv`` (a ``class`` column; ``probability_attribution`` for
         integrated gradients), ``summary.json`` (held-out accuracy, log loss and Brier score
         instead of R^2; the latent ``predictions`` per class for the report) and the figures
-        per class; print each class's top features and the scores; finish.
+        per class into the folder ``out``; print each class's top features and the scores;
+        return the names of the files written.
 
         ``explanation``: ``(latent, probability)`` of ``explain``, sharing classes, points and
         features in the same order; ``probability`` is empty for Shapley values, and then its
@@ -189,7 +191,7 @@ class Classification:
                 table.insert(table.columns.get_loc("attribution") + 1, "probability_attribution",
                              probabilities[label].mean.ravel())
             tables.append(table)
-        pd.concat(tables, ignore_index=True).to_csv(out / "attributions.csv", index=False)
+        write_csv(pd.concat(tables, ignore_index=True), out / "attributions.csv")
 
         first = next(iter(attributions.values()))
         hyperparameters = {
@@ -241,7 +243,7 @@ class Classification:
                 f"{record.holdout['accuracy']:.3f}, log loss {record.holdout['log_loss']:.3f}, "
                 f"Brier score {record.holdout['brier_score']:.3f}"
             )
-        finish(out, written + saved, report, stdout)
+        return finish(out, written + saved, report)
 
 
 def _probability_summary(labels: dict, probabilities: dict) -> dict:

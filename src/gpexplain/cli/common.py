@@ -2,11 +2,22 @@
 
 Bad input ends with exit code 2 and a one-line message on stderr (``fail``); everything else
 the library raises is a bug and keeps its traceback.
+
+Output folders are written whole or not at all: ``check_output_directory`` refuses an ``--out``
+before any work, and ``writing_into`` gives the writers a fresh folder beside it that replaces
+``--out`` only when every file is written. A folder already there is replaced whole (no file of
+an earlier run stays to mix with this one's) when it is a previous gpexplain output, recognised
+by its ``summary.json``; any other non-empty folder needs ``--force``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -19,12 +30,13 @@ __all__ = [
     "HOLDOUT_FRACTION",
     "INTERVAL_LEVEL",
     "advance",
+    "check_output_directory",
     "fail",
     "finite_or_none",
-    "make_output_directory",
     "say",
     "show_warnings",
     "write_json",
+    "writing_into",
 ]
 
 HOLDOUT_FRACTION = 0.2
@@ -48,12 +60,78 @@ def finite_or_none(value) -> float | None:
     return value if np.isfinite(value) else None
 
 
-def make_output_directory(out: Path) -> None:
-    """Create ``out`` (and its parents); an OS error exits with code 2."""
+def _is_gpexplain_output(folder: Path) -> bool:
+    """Whether ``folder`` holds a ``summary.json`` that gpexplain wrote (it records the
+    version)."""
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and "gpexplain_version" in summary
+
+
+def check_output_directory(out: Path, force: bool = False, keep: tuple = ()) -> None:
+    """Refuse ``--out`` before any work (exit code 2 naming the reason), and create its parent.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The ``--out`` folder. Absent, empty, or a previous gpexplain output (its
+        ``summary.json`` records ``gpexplain_version``) are accepted: the run replaces it whole.
+    force : bool
+        Also accept a non-empty folder of other files (``--force``): they are deleted when the
+        run's folder replaces it.
+    keep : tuple of pathlib.Path or None
+        The run's other paths (its data file, ``--model-from``, ``--save-model``): refused
+        when inside ``out``, as is the current directory, since replacing ``out`` would delete
+        them.
+    """
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        fail(f"--out {str(out)!r} is not a folder (a file or a link); give a folder")
+    target = out.resolve()
+    for path in (*keep, Path.cwd()):
+        if path is not None and target in (Path(path).resolve(), *Path(path).resolve().parents):
+            fail(f"--out {str(out)!r} contains {str(path)!r}, which replacing the output folder "
+                 "would delete; give another --out")
+    if out.is_dir() and any(out.iterdir()) and not force and not _is_gpexplain_output(out):
+        fail(f"--out {str(out)!r} holds files that are not a gpexplain output (no gpexplain "
+             "summary.json); give a new or empty folder, or --force to replace it and "
+             "everything in it")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        fail(f"cannot create output directory {str(out)!r}: {error.strerror or error}")
+        fail(f"cannot create output directory {str(out.parent)!r}: {error.strerror or error}")
+
+
+@contextmanager
+def writing_into(out: Path) -> Iterator[Path]:
+    """A fresh folder beside ``out`` to write a run's files into; it replaces ``out`` (whole)
+    when the block ends without error, and is removed otherwise (``out`` stays as it was).
+
+    Call ``check_output_directory`` first. An OS error while writing or moving exits with
+    code 2.
+    """
+    staging = out.with_name(f".{out.name}.{uuid.uuid4().hex}.partial")
+    try:
+        staging.mkdir()
+        yield staging
+        if out.exists():
+            earlier = out.with_name(f".{out.name}.{uuid.uuid4().hex}.old")
+            os.replace(out, earlier)
+            try:
+                os.replace(staging, out)
+            except OSError:
+                os.replace(earlier, out)
+                raise
+            shutil.rmtree(earlier, ignore_errors=True)
+        else:
+            os.replace(staging, out)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        fail(f"cannot write the output folder {str(out)!r}: {error.strerror or error}")
+    except BaseException:  # a failed write or an interrupt: nothing half-written stays
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def write_json(path: Path, payload: dict, **options) -> None:

@@ -11,7 +11,7 @@ import typer
 from gpexplain.cli.choices import check_choice
 from gpexplain.cli.common import fail
 from gpexplain.cli.explain import Request, run
-from gpexplain.cli.options import OutOption
+from gpexplain.cli.options import ForceOption, OutOption
 from gpexplain.datasets import load_dataset
 
 __all__ = ["command"]
@@ -19,6 +19,7 @@ __all__ = ["command"]
 
 def command(
     out: OutOption = Path("gpexplain-demo"),
+    force: ForceOption = False,
     dataset: Annotated[str, typer.Option(help="Bundled data set (see gpexplain datasets).")] = (
         "diabetes"
     ),
@@ -30,4 +31,5 @@ def command(
         fail(str(error))
     choice = check_choice("exact", "ard", "auto", 0, None)
     run(pd.concat([X, y], axis=1),
-        Request(f"bundled:{dataset}", str(y.name), "0:20", "mean", choice, out, True))
+        Request(f"bundled:{dataset}", str(y.name), "0:20", "mean", choice, out, True,
+                force=force))

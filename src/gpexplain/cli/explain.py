@@ -43,11 +43,12 @@ from gpexplain.cli.choices import (
 )
 from gpexplain.cli.common import (
     advance,
+    check_output_directory,
     fail,
-    make_output_directory,
     show_warnings,
+    writing_into,
 )
-from gpexplain.cli.output import RunRecord
+from gpexplain.cli.output import RunRecord, say_written
 from gpexplain.cli.tasks import MAX_CODED_CLASSES, TASKS, guess_task
 from gpexplain.models import FitError
 from gpexplain.models.families import DEFAULT_N_INDUCING
@@ -73,6 +74,8 @@ class Request:
     report: bool = False
     task: str = "regression"
     executor: tuple[str | None, int | None] = (None, None)
+    force: bool = False
+    inputs: tuple = ()
 
 
 @dataclass
@@ -193,7 +196,7 @@ def run(frame: pd.DataFrame, request: Request) -> None:
         data = prepare(frame, request)
     except (ValueError, TypeError) as error:
         fail(str(error))
-    make_output_directory(request.out)
+    check_output_directory(request.out, request.force, (*request.inputs, request.save_model))
     reading.say_what_was_read(stderr, frame, data.dropped, len(data.X))
     model, explanation, holdout, timings = fit_and_explain(request, data, stderr)
     record = RunRecord(
@@ -206,8 +209,10 @@ def run(frame: pd.DataFrame, request: Request) -> None:
     }
     written = [f"the fitted model (in {request.save_model})"] if (
         request.save_model is not None and request.saved_model is None) else []
-    TASKS.get(data.task).write(model, explanation, data.X, data.X_model, record, context,
-                               request.out, stdout, request.report, written)
+    with writing_into(request.out) as folder:
+        written = TASKS.get(data.task).write(model, explanation, data.X, data.X_model, record,
+                                             context, folder, stdout, request.report, written)
+    say_written(stdout, written, request.out)
 
 
 ModelOption = Annotated[str, typer.Option(help=MODEL_HELP)]
@@ -254,6 +259,7 @@ def command(
         typer.Option(help=f"Inducing points of --model sparse (default {DEFAULT_N_INDUCING})."),
     ] = None,
     out: options.OutOption = Path("gpexplain-out"),
+    force: options.ForceOption = False,
     seed: options.SeedOption = 0,
     holdout: Annotated[
         bool, typer.Option(help="Also report R^2 on a seeded 20% held-out split (fits twice).")
@@ -330,4 +336,5 @@ def command(
         fail(str(error))
     frame = reading.read_frame(data, header, names)
     run(frame, Request(str(data), target, rows, baseline, choice, out, holdout, save_model,
-                       saved_model, missing, drop, report, task, (dask_scheduler, workers)))
+                       saved_model, missing, drop, report, task, (dask_scheduler, workers),
+                       force, (Path(data), model_from)))

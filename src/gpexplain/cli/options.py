@@ -15,6 +15,7 @@ import typer
 __all__ = [
     "DataArgument",
     "DropOption",
+    "ForceOption",
     "HeaderOption",
     "MissingOption",
     "NamesOption",
@@ -59,4 +60,12 @@ RowsOption = Annotated[
     str, typer.Option(help="Rows to explain: START:STOP (0-based, STOP excluded), 3,7,9 or all.")
 ]
 SeedOption = Annotated[int, typer.Option(help="Seed of the optimiser restarts and the split.")]
-OutOption = Annotated[Path, typer.Option(help="Output directory.")]
+OutOption = Annotated[
+    Path,
+    typer.Option(help="Output directory, written whole at the end of the run (a previous "
+                 "gpexplain output there is replaced, none of its files kept)."),
+]
+ForceOption = Annotated[
+    bool,
+    typer.Option("--force", help="Replace --out even when it holds other files (deleted)."),
+]

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpexplain._version import __version__
@@ -23,8 +24,11 @@ __all__ = [
     "attribution_table",
     "finish",
     "save_attribution_figures",
+    "say_written",
     "summary",
+    "spreadsheet_safe",
     "top_features_table",
+    "write_csv",
     "write_table",
 ]
 
@@ -67,6 +71,29 @@ class RunRecord:
     timings: dict = field(default_factory=dict)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its text cells that a spreadsheet would run as a formula (starting with
+    ``=``, ``+``, ``-``, ``@``, tab or carriage return) prefixed with a single quote, as OWASP
+    recommends for CSV files; numbers stay numbers. Feature names, row labels and category
+    values come from the user's file, which may come from anyone."""
+
+    def neutral(cell):
+        return "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_STARTS) else cell
+
+    table = table.copy()
+    for column in table.select_dtypes(include="object").columns:
+        table[column] = table[column].map(neutral)
+    return table
+
+
+def write_csv(table: pd.DataFrame, path: Path) -> None:
+    """``table`` as CSV, spreadsheet-safe (``spreadsheet_safe``), without the index."""
+    spreadsheet_safe(table).to_csv(path, index=False)
+
+
 def attribution_table(attr, explained: list, value_name: str = "attribution") -> pd.DataFrame:
     """``Attribution.to_frame`` with the data-row label of each explained point first."""
     table = attr.to_frame(INTERVAL_LEVEL).rename(columns={"attribution": value_name})
@@ -75,8 +102,8 @@ def attribution_table(attr, explained: list, value_name: str = "attribution") ->
 
 
 def write_table(attr, explained: list, path: Path, value_name: str = "attribution") -> None:
-    """``attribution_table`` as CSV."""
-    attribution_table(attr, explained, value_name).to_csv(path, index=False)
+    """``attribution_table`` as a spreadsheet-safe CSV."""
+    write_csv(attribution_table(attr, explained, value_name), path)
 
 
 def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
@@ -164,7 +191,7 @@ def top_features_table(attr, row_label) -> Table:
     """Rich table of the largest |attribution| features of the first explained point."""
     lower, upper = attr.interval(INTERVAL_LEVEL)
     order = np.argsort(-np.abs(attr.mean[0]), kind="stable")[:TOP_FEATURES]
-    title = f"Row {row_label}: prediction {attr.prediction[0]:.4g}"
+    title = f"Row {escape(str(row_label))}: prediction {attr.prediction[0]:.4g}"
     if attr.baseline_prediction is not None:
         title += f", baseline prediction {attr.baseline_prediction:.4g}"
     table = Table(title=title)
@@ -174,19 +201,22 @@ def top_features_table(attr, row_label) -> Table:
     table.add_column(f"{INTERVAL_LEVEL:.0%} interval", justify="right")
     for i in order:
         table.add_row(
-            attr.feature_names[i],
-            _format_value(attr.X[0, i]),
+            escape(attr.feature_names[i]),  # names and labels are the user's, not markup
+            escape(_format_value(attr.X[0, i])),
             f"{attr.mean[0, i]:+.4g}",
             f"[{lower[0, i]:+.3g}, {upper[0, i]:+.3g}]",
         )
     return table
 
 
-def finish(out: Path, written: list, report: bool, stdout: Console) -> None:
-    """Write report.html when ``--report`` asks (from the files just written), then say what
-    was written."""
+def finish(folder: Path, written: list, report: bool) -> list:
+    """Write report.html into ``folder`` when ``--report`` asks (from the files just written
+    there); the names of the files written, for the closing line (``say_written``)."""
     # matplotlib loads with the first figure, not with every command (gpexplain --version)
     from gpexplain.report import write_report
-    if report:
-        written = [*written, write_report(out).name]
+    return [*written, write_report(folder).name] if report else list(written)
+
+
+def say_written(stdout: Console, written: list, out: Path) -> None:
+    """The closing line, once the files are in place in ``out``."""
     say(stdout, f"Wrote {', '.join(written)} to {out}")

@@ -19,7 +19,13 @@ from rich.console import Console
 
 from gpexplain.cli import options, reading, stages
 from gpexplain.cli.choices import check_choice
-from gpexplain.cli.common import fail, make_output_directory, say, write_json
+from gpexplain.cli.common import (
+    check_output_directory,
+    fail,
+    say,
+    write_json,
+    writing_into,
+)
 from gpexplain.cli.output import RunRecord, save_attribution_figures, summary, write_table
 from gpexplain.cli.regression import Regression
 from gpexplain.models.families import FAMILIES
@@ -75,6 +81,7 @@ def command(
                                                       "gaussian, in units of X.")] = None,
     k: Annotated[int, typer.Option(help="Neighbours of --similarity knn.")] = 5,
     out: options.OutOption = Path("gpexplain-poe"),
+    force: options.ForceOption = False,
     seed: options.SeedOption = 0,
     header: options.HeaderOption = None,
     names: options.NamesOption = None,
@@ -95,7 +102,7 @@ def command(
         points = _point_similarity(similarity_, explained_X.to_numpy(float), lengthscale, k)
     except (ValueError, TypeError) as error:
         fail(str(error))
-    make_output_directory(out)
+    check_output_directory(out, force, (Path(data),))
     reading.say_what_was_read(Console(stderr=True), frame, dropped, len(X))
     choice = check_choice("exact", "ard", "auto", seed, None)
     timings = {}
@@ -111,7 +118,6 @@ def command(
     attr = encoder.group(encoded, X.iloc[positions])
 
     explained = reading.row_labels(X, positions)
-    write_table(attr, explained, out / "attributions.csv")
     record = RunRecord(str(data), selected.shape, target, choice, rows, explained, "none",
                        {"skipped": "not computed by gpexplain poe"}, timings)
     hyperparameters = FAMILIES.get("exact").hyperparameters(model, X_model.columns)
@@ -127,9 +133,11 @@ def command(
     run_summary["poe"] = poe_record
     run_summary["method_id"] = "poe"  # the command's own method, outside gx.explain's registry
     run_summary["references"] = [str(reference) for reference in REFERENCES]
-    for name, payload in (("summary.json", run_summary), ("losses.json", poe_record)):
-        write_json(out / name, payload, default=float)
-    save_attribution_figures(attr, explained, out)
+    with writing_into(out) as folder:
+        write_table(attr, explained, folder / "attributions.csv")
+        for name, payload in (("summary.json", run_summary), ("losses.json", poe_record)):
+            write_json(folder / name, payload, default=float)
+        save_attribution_figures(attr, explained, folder)
     losses = ", ".join(f"{name} {value:.4g}" for name, value in result.losses.items()
                        if value is not None)
     say(stdout, f"POE objective {result.objective:.6g} ({losses})")

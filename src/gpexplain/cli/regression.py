@@ -99,8 +99,9 @@ class Regression:
 
     @staticmethod
     def write(model, explanation, X, X_model, record, context, out, stdout, report, saved):
-        """Write the outputs, print the top features and R^2, and finish. The table and
-        figures name ``X``'s columns, the summary the model's (``X_model``)."""
+        """Write the outputs into the folder ``out``, print the top features and R^2; the
+        names of the files written. The table and figures name ``X``'s columns, the summary
+        the model's (``X_model``)."""
         # matplotlib loads with the first figure, not with every command (gpexplain --version)
         from gpexplain.plot import plot_global_shapley
         attr, encoded, extras = explanation
@@ -124,4 +125,4 @@ class Regression:
         r2 = record.holdout.get("r2")
         if r2 is not None:
             stdout.print(f"Held-out R^2 (seeded {HOLDOUT_FRACTION:.0%} split): {r2:.3f}")
-        finish(out, written, report, stdout)
+        return finish(out, written, report)

@@ -29,7 +29,14 @@ from rich.console import Console
 from gpexplain._version import __version__
 from gpexplain.cli import options, reading, stages
 from gpexplain.cli.choices import check_choice
-from gpexplain.cli.common import fail, make_output_directory, say, write_json
+from gpexplain.cli.common import (
+    check_output_directory,
+    fail,
+    say,
+    write_json,
+    writing_into,
+)
+from gpexplain.cli.output import write_csv
 from gpexplain.cli.regression import Regression
 from gpexplain.explain.methods import METHODS
 from gpexplain.models.families import PRODUCT_KERNELS
@@ -42,6 +49,7 @@ def command(
     target: options.TargetOption,
     kernel: Annotated[str, typer.Option(help="Kernel: ard (default) or isotropic.")] = "ard",
     out: options.OutOption = Path("gpexplain-sensitivity"),
+    force: options.ForceOption = False,
     seed: options.SeedOption = 0,
     header: options.HeaderOption = None,
     names: options.NamesOption = None,
@@ -67,7 +75,7 @@ def command(
         encoder, X_model = reading.encode(X)
     except (ValueError, TypeError) as error:
         fail(str(error))
-    make_output_directory(out)
+    check_output_directory(out, force, (Path(data),))
     stderr = Console(stderr=True)
     reading.say_what_was_read(stderr, frame, dropped, len(X))
     timings = {}
@@ -76,7 +84,6 @@ def command(
     result = METHODS.get("global-sensitivity").function(model)
     timings["sensitivity"] = time.perf_counter() - start
     table = result.to_frame()
-    table.to_csv(out / "sensitivity.csv", index=False)
     summary = {
         "data_file": str(data),
         "target": target,
@@ -96,8 +103,10 @@ def command(
         "timings_seconds": timings,
         "gpexplain_version": __version__,
     }
-    write_json(out / "summary.json", summary)
-    plot_global_sensitivity(result).savefig(out / "sensitivity.png", dpi=120)
+    with writing_into(out) as folder:
+        write_csv(table, folder / "sensitivity.csv")
+        write_json(folder / "summary.json", summary)
+        plot_global_sensitivity(result).savefig(folder / "sensitivity.png", dpi=120)
     stdout = Console()
     top = table.sort_values("total_index", ascending=False).head(8)
     for row in top.itertuples():
