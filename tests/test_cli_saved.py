@@ -93,3 +93,21 @@ def test_model_from_keeps_the_shapley_game(tmp_path, no_fit_after_save):
                      "shapley", "--game", "baseline", "--out", out))
     summary = json.loads((out / "summary.json").read_text())
     assert "baseline game" in summary["method"]  # --game was dropped: the default game ran
+
+
+def test_model_from_keeps_rows_missing_only_their_target(tmp_path, no_fit_after_save):
+    """A saved model needs no target: ``--missing drop`` drops rows missing a feature only."""
+    _, saved = _saved_exact_model(tmp_path)
+    no_fit_after_save()
+    frame = small_frame().iloc[:6].copy()
+    frame.loc[2, "y"] = float("nan")
+    frame.loc[4, "a"] = float("nan")
+    data = tmp_path / "new.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "second"
+    result = invoke("explain", data, "--model-from", saved, "--missing", "drop", "--rows",
+                    "all", "--out", out)
+    assert_ok(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["missing"]["dropped_rows"] == [4]
+    assert summary["explained_rows"] == [0, 1, 2, 3, 5]
