@@ -17,6 +17,7 @@ from sklearn.base import clone
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import integrated_gradients
+from gpexplain.persistence import save
 
 __all__ = ["CategoricalPipeline", "make_pipeline"]
 
@@ -132,6 +133,32 @@ class CategoricalPipeline:
         else:
             raise ValueError(f"{getattr(method, '__name__', method)} takes no baseline.")
         return self.encoder_.group(attribution, X)
+
+    def save(self, path):
+        """Save the fitted pipeline, its encoder with its estimator; ``gx.load`` reads it back.
+
+        The format of ``gpexplain.persistence`` (JSON and ``.npz`` arrays, no pickle): the
+        encoder's categories and indicator names travel with the model, so the loaded pipeline
+        encodes, predicts and explains tables with text columns as the original does.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A directory, or a single file ending in ``.npz``.
+
+        Returns
+        -------
+        pathlib.Path
+
+        Raises
+        ------
+        ValueError
+            The pipeline is not fitted.
+        TypeError
+            As ``gx.save``.
+        """
+        self._check_fitted()
+        return save(self, path)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "estimator_"):
