@@ -122,6 +122,28 @@ def test_integer_coded_classes_and_task_override(tmp_path):
     assert "task" not in summary and "r2" in summary["holdout"]
 
 
+def test_text_feature_with_text_target_writes_every_output(tmp_path):
+    """A text feature beside a text target: the summary records the model's indicator
+    columns (numbers), not the per-category baseline mappings of the table, and the run
+    finishes with every file (it used to crash writing summary.json after the fit)."""
+    frame = _frame(lambda f: np.where(f["a"] > 0, "yes", "no"), n_rows=16)
+    frame["c"] = np.where(frame["c"] > 0, "red", "blue")
+    result, out = _run(tmp_path, frame, *FAST, "--no-holdout")
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    for name in ("attributions.csv", "summary.json", "attributions_yes.png"):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    indicators = ["c_blue", "c_red"]
+    assert summary["categorical_columns"] == {"c": indicators}
+    assert summary["feature_names"] == ["a", "b", *indicators]
+    assert set(summary["hyperparameters"]["yes"]["lengthscales"]) == {"a", "b", *indicators}
+    frequencies = frame["c"].value_counts(normalize=True)
+    assert [summary["baseline"]["vector"][f"c_{c}"] for c in ("blue", "red")] == \
+        pytest.approx([frequencies["blue"], frequencies["red"]])
+    table = pd.read_csv(out / "attributions.csv")
+    assert list(dict.fromkeys(table["feature"])) == ["a", "b", "c"]
+
+
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [

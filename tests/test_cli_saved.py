@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -93,3 +94,52 @@ def test_model_from_keeps_the_shapley_game(tmp_path, no_fit_after_save):
                      "shapley", "--game", "baseline", "--out", out))
     summary = json.loads((out / "summary.json").read_text())
     assert "baseline game" in summary["method"]  # --game was dropped: the default game ran
+
+
+def test_model_from_keeps_rows_missing_only_their_target(tmp_path, no_fit_after_save):
+    """A saved model needs no target: ``--missing drop`` drops rows missing a feature only."""
+    _, saved = _saved_exact_model(tmp_path)
+    no_fit_after_save()
+    frame = small_frame().iloc[:6].copy()
+    frame.loc[2, "y"] = float("nan")
+    frame.loc[4, "a"] = float("nan")
+    data = tmp_path / "new.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "second"
+    result = invoke("explain", data, "--model-from", saved, "--missing", "drop", "--rows",
+                    "all", "--out", out)
+    assert_ok(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["missing"]["dropped_rows"] == [4]
+    assert summary["explained_rows"] == [0, 1, 2, 3, 5]
+
+
+def test_saved_model_of_a_table_with_text_keeps_its_encoder_and_missing_policy(
+        tmp_path, no_fit_after_save):
+    """``--save-model`` on text columns saves the encoder (as a fitted ``gx.make_pipeline``)
+    and the ``--missing`` policy: ``--model-from`` explains the very same file alike."""
+    frame = small_frame(n_rows=24)
+    frame["c"] = np.where(frame["c"] > 0, "high", "low")
+    frame.loc[5, "a"] = np.nan
+    data, saved, first = tmp_path / "train.csv", tmp_path / "model", tmp_path / "first"
+    frame.to_csv(data, index=False)
+    assert_ok(invoke("explain", data, "--target", "y", "--rows", "0:4", "--missing", "drop",
+                     "--no-holdout", "--save-model", saved, "--out", first))
+    assert json.loads((saved / "cli.json").read_text())["missing"] == "drop"
+    no_fit_after_save()
+    second = tmp_path / "second"
+    assert_ok(invoke("explain", data, "--model-from", saved, "--rows", "0:4", "--out", second))
+    before = pd.read_csv(first / "attributions.csv")
+    pd.testing.assert_frame_equal(pd.read_csv(second / "attributions.csv"), before)
+    assert set(before["feature"]) == {"a", "b", "c"}
+    summary = json.loads((second / "summary.json").read_text())
+    assert summary["missing"] == {"policy": "drop", "dropped_rows": [5]}
+    # In Python the directory is the fitted pipeline, text columns and all.
+    pipeline = gx.load(saved)
+    assert isinstance(pipeline, gx.CategoricalPipeline)
+    assert pipeline.encoder_.categorical_ == ["c"]
+    # A category the fit never saw is refused by name, not encoded as nothing.
+    other = tmp_path / "other.csv"
+    frame.assign(c="medium").to_csv(other, index=False)
+    result = invoke("explain", other, "--model-from", saved, "--out", tmp_path / "third")
+    assert result.exit_code == 2 and "'c' has categories ['medium']" in result.stderr

@@ -179,6 +179,40 @@ def test_pipeline_row_baseline_is_a_real_category(mixed_pipeline):
         gx.make_pipeline(GPRegressor()).explain(X)
 
 
+def test_explanation_functions_take_a_fitted_pipeline(mixed_pipeline):
+    """``gx.integrated_gradients``, ``gx.shapley_values`` and ``gx.global_sensitivity`` of a
+    fitted pipeline explain the table's rows (they said "not fitted yet")."""
+    X, _, pipeline = mixed_pipeline
+    rows = X.iloc[:3]
+    np.testing.assert_array_equal(gx.integrated_gradients(pipeline, rows).mean,
+                                  pipeline.explain(rows).mean)
+    shapley = gx.shapley_values(pipeline, rows, game="baseline", baseline=X.iloc[7])
+    assert shapley.feature_names == ["a", "colour", "n", "flag"]
+    np.testing.assert_allclose(
+        shapley.mean.sum(axis=1), shapley.prediction - pipeline.predict(X.iloc[[7]])[0],
+        atol=1e-8,
+    )
+    indices = gx.global_sensitivity(pipeline)
+    assert indices.feature_names == pipeline.encoder_.feature_names_out_
+    expected = gx.global_sensitivity(
+        pipeline.estimator_, gx.measures.Empirical(pipeline.transform(X).to_numpy()))
+    np.testing.assert_allclose(indices.shapley_effects, expected.shapley_effects, rtol=1e-12)
+
+
+def test_pipeline_saves_with_its_encoder(mixed_pipeline, tmp_path):
+    """``save`` / ``gx.load``: the encoder travels with the estimator (no pickle), and the
+    loaded pipeline predicts and explains the text table bit-identically."""
+    X, _, pipeline = mixed_pipeline
+    path = pipeline.save(tmp_path / "pipeline")
+    loaded = gx.load(path, expected=gx.CategoricalPipeline)
+    assert loaded.encoder_.groups_ == pipeline.encoder_.groups_
+    np.testing.assert_array_equal(loaded.predict(X), pipeline.predict(X))
+    np.testing.assert_array_equal(loaded.explain(X.iloc[:3]).mean,
+                                  pipeline.explain(X.iloc[:3]).mean)
+    with pytest.raises(ValueError, match="not fitted"):
+        gx.make_pipeline(GPRegressor()).save(tmp_path / "unfitted")
+
+
 # -- the command line ----------------------------------------------------------------------
 @pytest.fixture
 def single_start(monkeypatch):

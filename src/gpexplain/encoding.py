@@ -1,10 +1,11 @@
 """One-hot encoding of the categorical columns of a table, and explanations in its terms.
 
 The models work on numbers; users' tables hold text. ``CategoricalEncoder`` one-hot encodes
-the text and category columns with scikit-learn (``ColumnTransformer`` + ``OneHotEncoder``)
-and maps an ``Attribution`` of the encoded model back onto the original columns
-(``Attribution.group``: each categorical column's attribution is the exact sum of its
-indicator columns', with the covariance summed over the block).
+the text and category columns (the categories and indicator names as scikit-learn's
+``OneHotEncoder`` learns them; the encoder saves with a model through
+``gpexplain.persistence``) and maps an ``Attribution`` of the encoded model back onto the
+original columns (``Attribution.group``: each categorical column's attribution is the exact
+sum of its indicator columns', with the covariance summed over the block).
 """
 
 from __future__ import annotations
@@ -68,20 +69,16 @@ class CategoricalEncoder:
                     f"column {column!r} has a different value in every row ({len(X)} rows), like "
                     "an identifier; drop it (a one-hot block per row cannot generalise)"
                 )
-        # sklearn.compose pulls in sklearn.linear_model and sklearn.svm (0.3-0.4 s of CPU):
-        # imported here so that ``import gpexplain`` does not pay for it.
-        from sklearn.compose import ColumnTransformer
+        # imported here so that ``import gpexplain`` does not pay for scikit-learn's import
         from sklearn.preprocessing import OneHotEncoder
 
-        self.transformer_ = ColumnTransformer(
-            [("one_hot", OneHotEncoder(sparse_output=False, dtype=np.float64),
-              self.categorical_)],
-            remainder="passthrough",
-            verbose_feature_names_out=False,
-        ).fit(self._prepare(X))
-        encoder = self.transformer_.named_transformers_["one_hot"]
         self.groups_ = {c: [c] for c in self.columns_}
+        self.categories_ = {}
         if self.categorical_:
+            # OneHotEncoder learns the categories and names the indicators; only those are
+            # kept (not the scikit-learn object), so that the encoder saves with the model
+            # (gpexplain.persistence) and ``transform`` needs nothing else.
+            encoder = OneHotEncoder().fit(self._prepare(X)[self.categorical_])
             indicators = iter(encoder.get_feature_names_out(self.categorical_))
             self.categories_ = dict(zip(self.categorical_, encoder.categories_, strict=True))
             for column in self.categorical_:
@@ -116,11 +113,16 @@ class CategoricalEncoder:
                     f"column {column!r} has categories {unseen} not seen in fit; known: "
                     f"{list(self.categories_[column])}"
                 )
-        values = self.transformer_.transform(self._prepare(X))
-        encoded = pd.DataFrame(
-            values, columns=self.transformer_.get_feature_names_out(), index=X.index
-        )
-        return encoded[self.feature_names_out_].astype(np.float64)
+        X = self._prepare(X)
+        columns = {}
+        for column in self.columns_:
+            if column in self.categorical_:
+                for category, name in zip(self.categories_[column], self.groups_[column],
+                                          strict=True):
+                    columns[name] = (X[column] == category).to_numpy(np.float64)
+            else:
+                columns[column] = X[column].to_numpy(np.float64)
+        return pd.DataFrame(columns, index=X.index, columns=self.feature_names_out_)
 
     def fit_transform(self, X: pd.DataFrame) -> pd.DataFrame:
         """``fit(X)`` then ``transform(X)``; errors as those two."""

@@ -1,9 +1,11 @@
 """A GP estimator behind a one-hot encoder: fit, predict and explain tables with text columns.
 
 ``gx.make_pipeline(estimator)`` returns a ``CategoricalPipeline``: it one-hot encodes the
-categorical columns of a DataFrame (``gpexplain.encoding.CategoricalEncoder``, scikit-learn's
-``ColumnTransformer`` and ``OneHotEncoder``), fits the estimator on the encoded table and
-explains rows in terms of the original columns.
+categorical columns of a DataFrame (``gpexplain.encoding.CategoricalEncoder``, with the
+categories scikit-learn's ``OneHotEncoder`` learns), fits the estimator on the encoded table
+and explains rows in terms of the original columns, by ``explain`` or by passing the fitted
+pipeline to ``gx.integrated_gradients``, ``gx.shapley_values`` or ``gx.global_sensitivity``.
+``save`` writes the encoder with the estimator (``gx.load`` reads it back).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from sklearn.base import clone
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import integrated_gradients
+from gpexplain.kernels.measures import Empirical
+from gpexplain.persistence import save
 
 __all__ = ["CategoricalPipeline", "make_pipeline"]
 
@@ -116,15 +120,12 @@ class CategoricalPipeline:
         """
         self._check_fitted()
         encoded = self.encoder_.transform(X)
-        if isinstance(baseline, pd.Series):
-            baseline = baseline.to_frame().T
-        if isinstance(baseline, pd.DataFrame):
-            baseline = self.encoder_.transform(baseline.infer_objects())
-        elif not isinstance(baseline, str):
+        if not isinstance(baseline, str | pd.Series | pd.DataFrame):
             raise TypeError(
                 "baseline must be 'mean', 'median', 'zeros' or a pandas Series/DataFrame of "
                 f"original column values, got {type(baseline).__name__}."
             )
+        baseline = self._encode_rows(baseline)
         if "baseline" in inspect.signature(method).parameters:
             attribution = method(self.estimator_, encoded, baseline=baseline, **kwargs)
         elif isinstance(baseline, str) and baseline == "mean":  # the default: nothing asked
@@ -132,6 +133,73 @@ class CategoricalPipeline:
         else:
             raise ValueError(f"{getattr(method, '__name__', method)} takes no baseline.")
         return self.encoder_.group(attribution, X)
+
+    def _encode_rows(self, rows):
+        """A pandas Series (one row) or DataFrame of original column values, encoded; anything
+        else as it is."""
+        if isinstance(rows, pd.Series):
+            rows = rows.to_frame().T
+        if isinstance(rows, pd.DataFrame):
+            return self.encoder_.transform(rows.infer_objects())
+        return rows
+
+    def _explain_through(self, function: Callable, *args, **kwargs):
+        """``function(pipeline, ...)`` for an explanation function of ``gpexplain.explain``
+        (``gx.integrated_gradients``, ``gx.shapley_values``, ``gx.global_sensitivity``).
+
+        A local explanation (the function takes ``X``) runs on the encoded rows with the
+        arguments as given (pandas ``baseline`` and ``background`` rows of original column
+        values are encoded like ``X``; arrays must hold the encoded columns) and is summed
+        back per original column (``CategoricalEncoder.group``), as ``explain`` does. A global
+        one (``global_sensitivity``) is of the encoded columns: each indicator is one feature,
+        and Sobol indices and Shapley effects of a one-hot block are not the sums of its
+        indicators', so they are not summed. Its default ``measure`` is then the empirical
+        measure of the encoded training rows (each indicator's own frequencies; the Gaussian
+        default would put mass between 0 and 1).
+
+        Raises
+        ------
+        ValueError
+            The pipeline is not fitted, and whatever ``function`` raises.
+        """
+        self._check_fitted()
+        arguments = inspect.signature(function).bind(self.estimator_, *args, **kwargs).arguments
+        if "X" not in arguments:
+            if arguments.get("measure") is None:
+                arguments["measure"] = Empirical(self.estimator_.posterior_.data_inputs)
+            return function(**arguments)
+        X = arguments["X"]
+        arguments["X"] = self.encoder_.transform(X)
+        for name in ("baseline", "background"):
+            if name in arguments:
+                arguments[name] = self._encode_rows(arguments[name])
+        return self.encoder_.group(function(**arguments), X)
+
+    def save(self, path):
+        """Save the fitted pipeline, its encoder with its estimator; ``gx.load`` reads it back.
+
+        The format of ``gpexplain.persistence`` (JSON and ``.npz`` arrays, no pickle): the
+        encoder's categories and indicator names travel with the model, so the loaded pipeline
+        encodes, predicts and explains tables with text columns as the original does.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A directory, or a single file ending in ``.npz``.
+
+        Returns
+        -------
+        pathlib.Path
+
+        Raises
+        ------
+        ValueError
+            The pipeline is not fitted.
+        TypeError
+            As ``gx.save``.
+        """
+        self._check_fitted()
+        return save(self, path)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "estimator_"):

@@ -77,6 +77,7 @@ def plot_attributions(
     ax: Axes | Sequence[Axes] | None = None,
     *,
     point_labels: Sequence[str] | None = None,
+    xlabel: str | None = None,
 ) -> Figure:
     """Horizontal bars of attribution means with 95% credible intervals, one panel per point.
 
@@ -102,6 +103,10 @@ def plot_attributions(
     point_labels : sequence of str, optional
         Label of each drawn point in the panel titles (e.g. the original row numbers).
         Default ``"point <position>"``.
+    xlabel : str, optional
+        The x-axis label. Default ``"attribution (units of the target)"``; explanations that
+        are not attributions of the prediction (e.g. POE's gradient-like local weights) say
+        what they are here.
 
     Returns
     -------
@@ -170,7 +175,7 @@ def plot_attributions(
             axis.set_yticks(positions, [_plain(name) for name in attr.feature_names])
         if not axis.yaxis_inverted():
             axis.invert_yaxis()
-        axis.set_xlabel("attribution (units of the target)")
+        axis.set_xlabel(xlabel or "attribution (units of the target)")
         title = f"{_plain(label)}\nprediction {attr.prediction[point]:.4g}"
         if attr.baseline_prediction is not None:
             title += f" vs baseline {attr.baseline_prediction:.4g}"
@@ -183,7 +188,8 @@ def plot_attributions(
     return figure
 
 
-def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
+def plot_global_importance(attr: Attribution, ax: Axes | None = None, *,
+                           xlabel: str | None = None) -> Figure:
     """Mean absolute attribution per feature over the explained points, with error bars.
 
     Bar length is the usual global importance ``I_i = mean_p |mean[p, i]|`` (the average over
@@ -204,6 +210,9 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
     attr : Attribution
     ax : matplotlib Axes, optional
         Where to draw. Default: a new figure.
+    xlabel : str, optional
+        The x-axis label (the error bars' note is added below it). Default
+        ``"mean |attribution| (units of the target)"``.
 
     Returns
     -------
@@ -228,7 +237,7 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None) -> Figure:
         error_kw={"ecolor": "0.1", "capsize": 2.5, "elinewidth": 1.0},
     )
     _rank_rows(ax, [attr.feature_names[i] for i in order])
-    label = "mean |attribution| (units of the target)"
+    label = xlabel or "mean |attribution| (units of the target)"
     if attr.cov is not None:
         label += "\nerror bars: \u00b11.96 \u00d7 mean posterior std (conservative)"
     ax.set_xlabel(label)

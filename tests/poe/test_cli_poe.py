@@ -41,9 +41,15 @@ def invoke(*args):
     return runner.invoke(cli.app, [str(a) for a in args])
 
 
-def test_poe_writes_explain_files_and_losses(data, tmp_path):
+def test_poe_writes_explain_files_and_losses(data, tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
     path, fitted = data
     out = tmp_path / "out"
+    labels, savefig = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: (
+        labels.extend(axis.get_xlabel() for axis in figure.axes),
+        savefig(figure, *args, **kwargs))[1])
     result = invoke("poe", path, "--target", "y", "--lambda", "F_grad=1", "--lambda",
                     "R_avg=0.05", "--lambda", "C=0.2", "--rows", "0:10", "--out", out)
     assert result.exit_code == 0, result.output
@@ -52,7 +58,7 @@ def test_poe_writes_explain_files_and_losses(data, tmp_path):
         assert (out / name).exists(), name
     losses = json.loads((out / "losses.json").read_text())
     table = pd.read_csv(out / "attributions.csv")
-    W = table["attribution"].to_numpy().reshape(10, 3)
+    W = table["weight"].to_numpy().reshape(10, 3)
     X = table["value"].to_numpy().reshape(10, 3)
     G, f = gx.poe.gradients_and_values(fitted[0], X)
     recomputed = gx.poe.losses(W, X, G, f)
@@ -62,6 +68,12 @@ def test_poe_writes_explain_files_and_losses(data, tmp_path):
         recomputed["F_grad"] + 0.05 * recomputed["R_avg"] + 0.2 * recomputed["C"], rel=1e-9)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["poe"]["lambdas"]["C"] == 0.2
+    # Weights, not a posterior of a decomposition: no intervals, no completeness gap.
+    assert list(table.columns) == ["row", "point", "feature", "value", "weight"]
+    assert "completeness_gap" not in summary and "interval_level" not in summary
+    assert summary["explanation"].startswith("gradient-like local weights")
+    assert labels and all("local weight" in label and "per unit of the feature" in label
+                          for label in labels)
     # the report cites POE's paper, not the integrated-gradients one
     assert summary["method_id"] == "poe"
     assert [reference.title in text for reference, text
@@ -76,7 +88,7 @@ def test_faithfulness_only_returns_the_gp_gradient(data, tmp_path):
     table = pd.read_csv(out / "attributions.csv")
     X = table["value"].to_numpy().reshape(2, 3)
     gradient = gx.gradients(fitted[0], X, return_cov=False).mean
-    assert np.allclose(table["attribution"].to_numpy().reshape(2, 3), gradient, atol=1e-12)
+    assert np.allclose(table["weight"].to_numpy().reshape(2, 3), gradient, atol=1e-12)
 
 
 @pytest.mark.parametrize(

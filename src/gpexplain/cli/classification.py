@@ -143,8 +143,10 @@ class Classification:
 
     @staticmethod
     def explain(choice, model, X_model, X, positions, baseline, encoder, executor):
-        """``(latent attributions, probability attributions)``, each ``{class label:
-        Attribution}`` over X's columns.
+        """``(latent attributions, probability attributions, latent attributions of the
+        model's columns)``, each ``{class label: Attribution}``; the first two over X's
+        columns (a text column's indicators summed), the third over ``X_model``'s (what
+        ``summary.json`` records, as the regression task does).
 
         Binary links explain the one latent, the log-odds (probit) of ``classes_[1]``; the
         softmax explains every class's latent: exact Gaussians, by integrated gradients or
@@ -154,19 +156,18 @@ class Classification:
         """
         explained, shown = X_model.iloc[positions], X.iloc[positions]
         classes = explained_classes(model)
-        latent = {
-            label: encoder.group(
-                methods.explain(choice, model, explained, baseline, target_class=label), shown
-            )
+        encoded = {
+            label: methods.explain(choice, model, explained, baseline, target_class=label)
             for label in classes
         }
+        latent = {label: encoder.group(attr, shown) for label, attr in encoded.items()}
         probability = {
             label: encoder.group(
                 methods.probability_attribution(model, explained, baseline, label), shown
             )
             for label in classes if choice.method == "ig"
         }
-        return latent, probability
+        return latent, probability, encoded
 
     @staticmethod
     def write(model, explanation, X, X_model, record, context, out, stdout, report, saved):
@@ -176,11 +177,12 @@ class Classification:
         per class into the folder ``out``; print each class's top features and the scores;
         return the names of the files written.
 
-        ``explanation``: ``(latent, probability)`` of ``explain``, sharing classes, points and
-        features in the same order; ``probability`` is empty for Shapley values, and then its
-        column and summary entries are left out. The summary names ``X``'s columns (the file's,
-        as the attributions do)."""
-        attributions, probabilities = explanation
+        ``explanation``: ``(latent, probability, encoded)`` of ``explain``, sharing classes
+        and points in the same order; ``probability`` is empty for Shapley values, and then its
+        column and summary entries are left out. The table and figures name ``X``'s columns,
+        the summary the model's (``X_model``: a text column's indicators, whose baseline
+        entries are numbers; ``categorical_columns`` maps them back), as for regression."""
+        attributions, probabilities, encoded = explanation
         explained = record.explained
         labels = {label: json_label(label) for label in attributions}
         tables = []
@@ -193,12 +195,12 @@ class Classification:
             tables.append(table)
         write_csv(pd.concat(tables, ignore_index=True), out / "attributions.csv")
 
-        first = next(iter(attributions.values()))
         hyperparameters = {
             str(json_label(label)): report_
-            for label, report_ in CLASSIFIER.hyperparameters(model, X.columns).items()
+            for label, report_ in CLASSIFIER.hyperparameters(model, X_model.columns).items()
         }
-        result = summary(model, hyperparameters, first, {}, X, record)
+        result = summary(model, hyperparameters, next(iter(encoded.values())), {}, X_model,
+                         record)
         result.update({
             "task": "classification",
             "model": "sparse variational GP classifier",

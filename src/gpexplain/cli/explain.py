@@ -68,7 +68,7 @@ class Request:
     out: Path
     holdout: bool
     save_model: Path | None = None
-    saved_model: object = None
+    loaded: saved.Saved | None = None
     missing: str = "error"
     drop: str | None = None
     report: bool = False
@@ -98,7 +98,7 @@ class Prepared:
 
 def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
     """Read, check and encode: ValueError/TypeError name the bad option, row or column."""
-    fitting = request.saved_model is None
+    fitting = request.loaded is None
     frame, target, dropped = reading.select(frame, request.target, request.drop, request.missing,
                                     fitting)
     if fitting:
@@ -106,12 +106,16 @@ def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
         task = guess_task(y, request.task)
         y = TASKS.get(task).target(y, target)
     else:  # --model-from: the saved features, by name; no target needed
-        X, y = saved.saved_features(frame, request.saved_model, target), None
-        task = saved.task_of(request.saved_model)
+        X, y = saved.saved_features(frame, request.loaded, target), None
+        task = saved.task_of(request.loaded.model)
     TASKS.get(task).check(request.choice, request.executor)
-    # A saved model's features are its (already encoded) columns: there the encoder is the
-    # identity.
-    encoder, X_model = reading.encode(X)
+    if fitting or request.loaded.encoder is None:
+        # Without a saved encoder a saved model's features are its (numeric) columns: there
+        # the encoder is the identity.
+        encoder, X_model = reading.encode(X)
+    else:  # the fit's categories, whichever of them these rows hold
+        encoder = request.loaded.encoder
+        X_model = encoder.transform(X)
     positions = reading.parse_rows(request.rows, len(X))
     baseline, baseline_label = reading.parse_baseline(request.baseline, X_model)
     if not request.choice.uses_baseline and request.baseline.strip().lower() != "mean":
@@ -154,8 +158,8 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
         warnings.simplefilter("always")
         # Jitter notices while the optimiser explores: internal to fitting, not about the data.
         warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
-        scored = request.holdout and request.saved_model is None
-        if request.saved_model is None:
+        scored = request.holdout and request.loaded is None
+        if request.loaded is None:
             model, timings["fit"] = _stage(
                 progress,
                 f"Fitting {handler.fit_label(choice)} ({choice.kernel_label}, {len(data.X)} rows)",
@@ -163,12 +167,13 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
             )
             if request.save_model is not None:
                 try:
-                    saved.save_model(model, choice, data.target, request.save_model)
+                    saved.save_model(model, data.encoder, choice, data.target,
+                                     request.missing, request.save_model)
                 except OSError as error:
                     progress.stop()
                     fail(f"cannot save the model to {str(request.save_model)!r}: {error}")
         else:
-            model, timings["fit"] = request.saved_model, None
+            model, timings["fit"] = request.loaded.model, None
             holdout["skipped"] = "model loaded with --model-from"
         explanation, timings["explain"] = _stage(
             progress, f"Explaining {len(data.positions)} row(s)",
@@ -208,7 +213,7 @@ def run(frame: pd.DataFrame, request: Request) -> None:
         "missing": {"policy": request.missing.strip().lower(), "dropped_rows": data.dropped},
     }
     written = [f"the fitted model (in {request.save_model})"] if (
-        request.save_model is not None and request.saved_model is None) else []
+        request.save_model is not None and request.loaded is None) else []
     with writing_into(request.out) as folder:
         written = TASKS.get(data.task).write(model, explanation, data.X, data.X_model, record,
                                              context, folder, stdout, request.report, written)
@@ -244,7 +249,11 @@ def command(
     ] = None,
     header: options.HeaderOption = None,
     names: options.NamesOption = None,
-    missing: options.MissingOption = "error",
+    missing: Annotated[
+        str | None,
+        typer.Option(help="Missing cells (empty, NA, ?): error stops, drop drops those rows "
+                     "(default: error; with --model-from, the saved model's policy)."),
+    ] = None,
     drop: options.DropOption = None,
     rows: options.RowsOption = "0:20",
     baseline: Annotated[
@@ -312,7 +321,7 @@ def command(
     ] = None,
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
-    saved_model = None
+    loaded = None
     try:
         if model_from is None:
             if target is None:
@@ -325,9 +334,9 @@ def command(
                     "--model-from uses the saved model as it is; drop --model, --kernel, "
                     "--n-inducing and --save-model"
                 )
-            saved_model, choice, saved_target = saved.load_model(model_from, method, game,
-                                                                 background)
-            target = target or saved_target
+            loaded = saved.load_model(model_from, method, game, background)
+            choice, target = loaded.choice, target or loaded.target
+            missing = missing or loaded.missing
         if dask_scheduler is not None and workers is not None:
             raise ValueError("give --dask-scheduler or --workers, not both")
         if workers is not None and workers < 1:
@@ -336,5 +345,5 @@ def command(
         fail(str(error))
     frame = reading.read_frame(data, header, names)
     run(frame, Request(str(data), target, rows, baseline, choice, out, holdout, save_model,
-                       saved_model, missing, drop, report, task, (dask_scheduler, workers),
-                       force, (Path(data), model_from)))
+                       loaded, missing or "error", drop, report, task,
+                       (dask_scheduler, workers), force, (Path(data), model_from)))

@@ -95,8 +95,14 @@ def write_csv(table: pd.DataFrame, path: Path) -> None:
 
 
 def attribution_table(attr, explained: list, value_name: str = "attribution") -> pd.DataFrame:
-    """``Attribution.to_frame`` with the data-row label of each explained point first."""
+    """``Attribution.to_frame`` with the data-row label of each explained point first.
+
+    An explanation without a posterior (``attr.cov is None``, e.g. POE's weights) has no
+    ``std``, ``lower`` and ``upper`` columns: zeros there would read as certainty.
+    """
     table = attr.to_frame(INTERVAL_LEVEL).rename(columns={"attribution": value_name})
+    if attr.cov is None:
+        table = table.drop(columns=["std", "lower", "upper"])
     table.insert(0, "row", np.asarray(explained, dtype=object)[table["point"].to_numpy()])
     return table
 
@@ -165,20 +171,24 @@ def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
 
 
 def save_attribution_figures(attr, explained: list, out: Path, suffix: str = "",
-                             title: str | None = None) -> list[str]:
+                             title: str | None = None,
+                             xlabels: tuple[str, str] | None = None) -> list[str]:
     """``attributions<suffix>.png`` (the first few points) and ``importance<suffix>.png``;
-    returns their names."""
+    returns their names. ``xlabels``: their x-axis labels, where not the plots' own
+    (attributions in units of the target)."""
     # matplotlib loads with the first figure, not with every command (gpexplain --version)
     from gpexplain.plot import plot_attributions, plot_global_importance
+    per_point, importance = xlabels or (None, None)
     shown = min(SHOWN_POINTS, attr.n_points)
     figure = plot_attributions(
-        attr, max_points=shown, point_labels=[f"row {r}" for r in explained[:shown]]
+        attr, max_points=shown, point_labels=[f"row {r}" for r in explained[:shown]],
+        xlabel=per_point,
     )
     if title is not None:
         figure.suptitle(title, fontsize=9)
     names = [f"attributions{suffix}.png", f"importance{suffix}.png"]
     figure.savefig(out / names[0], dpi=120)
-    plot_global_importance(attr).savefig(out / names[1], dpi=120)
+    plot_global_importance(attr, xlabel=importance).savefig(out / names[1], dpi=120)
     return names
 
 

@@ -6,6 +6,11 @@ the default exact GP, takes the gradient and value of its posterior mean at the 
 solves transductive POE (Tadesse et al. 2025, Sec. 5) for the ``--lambda`` mix, and writes the
 files of ``explain`` plus ``losses.json`` (the six property losses, the objective and the
 solver's certificate).
+
+POE's explanations are gradient-like local weights (units of the target per unit of each
+feature), optimised point estimates: they have no posterior and do not sum to the prediction.
+So ``attributions.csv`` has a ``weight`` column and no ``std``/``lower``/``upper``, the
+summary has no completeness gap or interval level, and the figures label the weights so.
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ from gpexplain.poe.target import gradients_and_values
 __all__ = ["command", "parse_lambdas"]
 
 SIMILARITIES = ("uniform", "gaussian", "knn")
+WEIGHT_UNITS = "units of the target per unit of the feature"
+EXPLANATION = (
+    f"gradient-like local weights ({WEIGHT_UNITS}) optimised for the --lambda mix of "
+    "properties of the posterior mean: point estimates with no posterior (no intervals) that "
+    "do not sum to the prediction (no completeness)"
+)
 
 
 def parse_lambdas(specs: list[str]) -> dict[str, float]:
@@ -130,14 +141,22 @@ def command(
         "explained_function": "posterior mean of the fitted GP (its gradient at each row)",
     }
     run_summary = summary(model, hyperparameters, encoded, {}, X_model, record)
+    # summary()'s entries of posterior explanations that complete to the prediction; POE's
+    # weights are neither (its 0.0 gap would read as "exactly complete").
+    for entry in ("completeness_gap", "interval_level"):
+        del run_summary[entry]
+    run_summary["explanation"] = EXPLANATION
     run_summary["poe"] = poe_record
     run_summary["method_id"] = "poe"  # the command's own method, outside gx.explain's registry
     run_summary["references"] = [str(reference) for reference in REFERENCES]
     with writing_into(out) as folder:
-        write_table(attr, explained, folder / "attributions.csv")
+        write_table(attr, explained, folder / "attributions.csv", value_name="weight")
         for name, payload in (("summary.json", run_summary), ("losses.json", poe_record)):
             write_json(folder / name, payload, default=float)
-        save_attribution_figures(attr, explained, folder)
+        save_attribution_figures(attr, explained, folder, xlabels=(
+            f"gradient-like local weight ({WEIGHT_UNITS})",
+            f"mean |local weight| ({WEIGHT_UNITS})",
+        ))
     losses = ", ".join(f"{name} {value:.4g}" for name, value in result.losses.items()
                        if value is not None)
     say(stdout, f"POE objective {result.objective:.6g} ({losses})")

@@ -263,13 +263,17 @@ def select(
     rows)``.
 
     ``fitting``: the target is resolved (a name or a position) and must survive ``--drop``;
-    without (``--model-from``) it is the saved model's target name, or None.
+    without (``--model-from``) it is the saved model's target name, or None, and its column
+    is removed before ``--missing`` applies: a saved model explains rows without their
+    target, so a row missing only its target is kept.
     """
     if fitting:
         target = resolve_target(frame, target)
     frame = drop_columns(frame, drop)
     if fitting and target not in frame.columns:
         raise ValueError(f"--drop removes the target column {target!r}")
+    if not fitting:
+        frame = frame.loc[:, [str(c) != target for c in frame.columns]]
     frame, dropped = handle_missing(frame, missing)
     return frame, target, dropped
 

@@ -1,26 +1,32 @@
 """``gpexplain explain --save-model DIR`` and ``--model-from DIR``.
 
 A saved model directory is what ``model.save(DIR)`` writes (``gpexplain.persistence``), plus
-``cli.json``: the command-line choices that built it (model, kernel, method, seed) and the
-target column, so that ``--model-from`` explains new rows with the same options and writes the
-same summary, without refitting. A directory saved from Python (no ``cli.json``) works too: the
-model option is read off the estimator's class. A saved ``GPClassifier`` explains in the
-classification mode (``--model exact`` or ``sparse`` both fit it; ``cli.json`` says which).
+``cli.json``: the command-line choices that built it (model, kernel, method, seed), the
+target column and the ``--missing`` policy, so that ``--model-from`` explains new rows with the
+same options and writes the same summary, without refitting. A table with text columns saves
+the fitted ``gx.make_pipeline`` of its encoder and the model (``CategoricalPipeline.save``), so
+that the same file's text columns are encoded as in the fit. A directory saved from Python (no
+``cli.json``; an estimator or a fitted pipeline) works too: the model option is read off the
+estimator's class. A saved ``GPClassifier`` explains in the classification mode (``--model
+exact`` or ``sparse`` both fit it; ``cli.json`` says which).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
+from sklearn.base import clone
 
 from gpexplain.cli.choices import Choice, check_choice
+from gpexplain.encoding import CategoricalEncoder
 from gpexplain.models.families import FAMILIES
 from gpexplain.persistence import load
+from gpexplain.pipeline import CategoricalPipeline
 
-__all__ = ["load_model", "save_model", "saved_features", "task_of"]
+__all__ = ["Saved", "load_model", "save_model", "saved_features", "task_of"]
 
 CHOICES_FILE = "cli.json"
 
@@ -38,20 +44,41 @@ def task_of(model) -> str:
     return _family_of(model)[1].task
 
 
-def save_model(model, choice: Choice, target: str, directory: Path) -> None:
-    """``model.save(directory)`` plus the choices and target in ``cli.json``."""
-    model.save(directory)
+@dataclass
+class Saved:
+    """What ``load_model`` read: the fitted estimator, the encoder of the table's text columns
+    (None: the estimator's features are the table's columns), the choices, the target and
+    the ``--missing`` policy of the fit (None when not recorded)."""
+
+    model: object
+    encoder: CategoricalEncoder | None
+    choice: Choice
+    target: str | None
+    missing: str | None
+
+
+def save_model(model, encoder: CategoricalEncoder, choice: Choice, target: str, missing: str,
+               directory: Path) -> None:
+    """Save ``model`` (with ``encoder`` when the table has text columns, as a fitted
+    ``CategoricalPipeline``) plus the choices, target and ``missing`` policy in ``cli.json``."""
+    if encoder.categorical_:
+        pipeline = CategoricalPipeline(clone(model))
+        pipeline.encoder_, pipeline.estimator_ = encoder, model
+        pipeline.save(directory)
+    else:
+        model.save(directory)
     record = {
         "model": choice.model, "kernel": choice.kernel, "method": choice.method,
         "seed": choice.seed, "n_inducing": choice.n_inducing, "target": target,
+        "missing": missing.strip().lower(),
     }
     (directory / CHOICES_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 def load_model(directory: Path, method: str, game: str | None = None,
-               background: int | None = None) -> tuple[object, Choice, str | None]:
-    """(fitted estimator, its Choice with ``method`` (and Shapley ``game``, ``background``)
-    applied, the saved target or None).
+               background: int | None = None) -> Saved:
+    """The saved model, its encoder, its Choice with ``method`` (and Shapley ``game``,
+    ``background``) applied, and the saved target and ``--missing`` policy (or None).
 
     Raises
     ------
@@ -59,7 +86,9 @@ def load_model(directory: Path, method: str, game: str | None = None,
         Nothing saved there, an unreadable or incompatible save (``gx.load``), something
         other than an estimator of the command line, or a ``method`` the model lacks.
     """
-    model = load(directory)
+    model, encoder = load(directory), None
+    if isinstance(model, CategoricalPipeline):
+        model, encoder = model.estimator_, model.encoder_
     record_path = directory / CHOICES_FILE
     record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
     found = _family_of(model)
@@ -90,11 +119,12 @@ def load_model(directory: Path, method: str, game: str | None = None,
     )
     if not named:
         choice = replace(choice, kernel=f"{type(model.kernel).__name__} (saved from Python)")
-    return model, choice, record.get("target")
+    return Saved(model, encoder, choice, record.get("target"), record.get("missing"))
 
 
-def saved_features(frame: pd.DataFrame, model, target: str | None) -> pd.DataFrame:
-    """The saved model's feature columns of ``frame``, matched by name.
+def saved_features(frame: pd.DataFrame, saved: Saved, target: str | None) -> pd.DataFrame:
+    """The saved model's feature columns of ``frame`` (those its encoder was fitted on, where
+    it has one), matched by name.
 
     The target column (when present) is dropped; any other column the model was not fitted
     on is refused, like a missing one: explaining rows of another table would be silently
@@ -106,7 +136,8 @@ def saved_features(frame: pd.DataFrame, model, target: str | None) -> pd.DataFra
         Missing or extra columns (named).
     """
     frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
-    names = list(model.feature_names_in_)
+    names = list(saved.model.feature_names_in_ if saved.encoder is None
+                 else saved.encoder.columns_)
     missing = [name for name in names if name not in frame.columns]
     extra = [c for c in frame.columns if c not in names and c != target]
     if missing or extra:

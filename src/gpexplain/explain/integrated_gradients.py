@@ -17,12 +17,14 @@ from __future__ import annotations
 from gpexplain._baselines import resolve_baselines
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
+from gpexplain.explain._pipeline import through_pipeline
 from gpexplain.explain.linked import name_latent
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
 from gpexplain.posterior.linked import resolve_output
 
 __all__ = ["integrated_gradients"]
 
+@through_pipeline
 def integrated_gradients(
     model_or_posterior,
     X,
@@ -66,6 +68,8 @@ def integrated_gradients(
     Parameters
     ----------
     model_or_posterior : fitted estimator (e.g. ``GPRegressor``) or ``Posterior``
+        A fitted ``gx.make_pipeline(...)`` too: its rows (a DataFrame with text columns) are
+        encoded and the result is of the original columns (``CategoricalPipeline.explain``).
     X : array-like of shape (n_points, n_features)
         Points to explain, in the original units (NumPy, pandas or torch).
     baseline : {"mean", "median", "zeros"}, array-like of shape (n_features,) or

@@ -56,6 +56,7 @@ import numpy as np
 
 from gpexplain._validation import check_finite_result
 from gpexplain.accuracy import warn_if_sobol_inconsistent
+from gpexplain.explain._pipeline import through_pipeline
 from gpexplain.functionals.product_shapley import (
     gauss_legendre_unit,
     leave_one_out_products,
@@ -72,6 +73,7 @@ from gpexplain.posterior.mixture import MixturePosterior
 __all__ = ["global_sensitivity"]
 
 
+@through_pipeline
 def global_sensitivity(
     model_or_posterior, measure=None, *, chunk_size: int | None = None,
     target_class=None, output: str | None = None,
@@ -92,7 +94,9 @@ def global_sensitivity(
     ----------
     model_or_posterior : fitted estimator or ``Posterior`` with a product kernel (ARD squared
         exponential, GPyTorch products of one-dimensional RBF / Matern / RQ kernels), or a
-        classifier (see above)
+        classifier (see above). A fitted ``gx.make_pipeline(...)`` too: the indices are of
+        its encoded columns (one per indicator), by default under the empirical measure of the
+        encoded training rows.
     measure : gx.measures.Gaussian, Empirical or Uniform, optional
         The product measure of the inputs. Default: independent Gaussians with each training
         column's mean and standard deviation (squared-exponential factors only; use

@@ -34,6 +34,7 @@ import numpy as np
 from gpexplain._validation import check_finite_result
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
+from gpexplain.explain._pipeline import through_pipeline
 from gpexplain.explain.linked import name_latent
 from gpexplain.functionals.games import GAMES
 from gpexplain.functionals.shapley import AdditiveShapley, not_additive_message
@@ -46,6 +47,7 @@ from gpexplain.posterior.linked import latent_posterior
 __all__ = ["shapley_values", "global_shapley_values"]
 
 
+@through_pipeline
 def shapley_values(
     model_or_posterior,
     X,
@@ -101,6 +103,8 @@ def shapley_values(
     Parameters
     ----------
     model_or_posterior : fitted estimator or posterior (``MixturePosterior`` too)
+        A fitted ``gx.make_pipeline(...)`` too: its rows (a DataFrame with text columns) are
+        encoded and each text column's value is the sum of its indicators'.
     X : array-like of shape (n_points, n_features)
         Points to explain, in the original units (NumPy, pandas or torch).
     game : {"baseline", "interventional", "product-measure"}, optional
