@@ -239,6 +239,7 @@ def command(
     ] = None,
     header: options.HeaderOption = None,
     names: options.NamesOption = None,
+    decimal: options.DecimalOption = "auto",
     missing: options.MissingOption = "error",
     drop: options.DropOption = None,
     rows: options.RowsOption = "0:20",
@@ -328,6 +329,6 @@ def command(
             raise ValueError(f"--workers must be a positive integer, got {workers}")
     except (ValueError, TypeError, FileNotFoundError) as error:
         fail(str(error))
-    frame = reading.read_frame(data, header, names)
+    frame = reading.read_frame(data, header, names, decimal)
     run(frame, Request(str(data), target, rows, baseline, choice, out, holdout, save_model,
                        saved_model, missing, drop, report, task, (dask_scheduler, workers)))
