@@ -48,7 +48,7 @@ from gpexplain.cli.common import (
     show_warnings,
 )
 from gpexplain.cli.output import RunRecord
-from gpexplain.cli.tasks import MAX_CODED_CLASSES, TASKS, guess_task
+from gpexplain.cli.tasks import MAX_CODED_CLASSES, MAX_TEXT_CLASSES, TASKS, guess_task
 from gpexplain.models import FitError
 from gpexplain.models.families import DEFAULT_N_INDUCING
 
@@ -277,7 +277,8 @@ def command(
         str,
         typer.Option(
             help="auto (a text, boolean or 0..k-1 / 1..k integer-coded target with at most "
-            f"{MAX_CODED_CLASSES} classes is classified), classification "
+            f"{MAX_CODED_CLASSES} classes is classified; a text target with over "
+            f"{MAX_TEXT_CLASSES} classes or like an identifier is refused), classification "
             "(GP classifier, attributions per class) or regression."
         ),
     ] = "auto",
