@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+import gpexplain as gx
+from gpexplain._validation import as_feature_matrix
 from gpexplain.cli import app
 from gpexplain.cli.reading import handle_missing, resolve_target
 from gpexplain.datasets import read_table
@@ -264,3 +266,32 @@ def test_explain_names_and_no_header_errors(tmp_path):
         app, ["explain", str(path), "--target", "y", "--names", "a,b", "--out", str(tmp_path)]
     )
     assert result.exit_code == 2 and "--names has 2 entries" in result.stderr
+
+
+# -- numbers float64 cannot carry -------------------------------------------------------------
+def test_parquet_integers_beyond_2_53_are_refused_naming_the_column(tmp_path):
+    # 64-bit identifiers: as float64 these all become 2**53 + 2, a "constant" column.
+    frame = pd.DataFrame({"id": [2**53 + 1, 2**53 + 2, 2**53 + 3], "a": [1, 2, 3]})
+    frame.to_parquet(tmp_path / "ids.parquet")
+    table = read_table(tmp_path / "ids.parquet")
+    assert table["id"].tolist() == frame["id"].tolist()  # read exactly
+    with pytest.raises(ValueError, match=r"column 'id' holds integers beyond 2\*\*53 "
+                                         r"\(9007199254740993 at row 0, 3 in all\)"):
+        as_feature_matrix(table)
+    with pytest.raises(ValueError, match="column 'x0' holds integers beyond"):
+        as_feature_matrix(table.to_numpy())
+    assert as_feature_matrix(pd.DataFrame({"a": [2**53, -(2**53)]}))[0].tolist() == [
+        [2.0**53], [-(2.0**53)]
+    ]
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [gx.GPRegressor, lambda: gx.SparseGPRegressor(n_inducing=4), gx.GPXRegressor],
+)
+def test_a_feature_whose_variance_overflows_is_refused_naming_it(estimator):
+    # Standardised by an infinite scale, the column became zeros and was silently ignored.
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=8), "huge": rng.uniform(1, 2, 8) * 1e200})
+    with pytest.raises(ValueError, match=r"column 'huge' has values up to 1.94e\+200"):
+        estimator().fit(X, X["a"].to_numpy())
