@@ -68,6 +68,30 @@ def test_task_guess(values, task):
     assert guess_task(pd.Series(values), other) == other
 
 
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        ([f"{i},5" for i in range(60)] * 2, "text with 60 classes (more than 50"),
+        ([f"id{i}" for i in range(20)], "20 distinct values in 20 rows, like an identifier"),
+    ],
+)
+def test_task_guess_refuses_text_targets_no_classifier_can_fit(values, fragment):
+    target = pd.Series(values, name="y")
+    with pytest.raises(ValueError, match=r"'y' is .*--task classification") as refused:
+        guess_task(target, "auto")
+    assert fragment in str(refused.value)
+    assert guess_task(target, "classification") == "classification"  # insisting works
+
+
+def test_explain_refuses_a_many_class_text_target_before_fitting(tmp_path):
+    data = tmp_path / "csv2.csv"  # a numeric target read as text, as on a decimal-comma file
+    data.write_text("a,y\n" + "".join(f"{i},x{i % 70}\n" for i in range(140)))
+    result = runner.invoke(app, ["explain", str(data), "--target", "y", "--out",
+                                 str(tmp_path / "out")])
+    assert result.exit_code == 2 and "70 classes" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
 def test_binary_text_target_gets_per_class_outputs(tmp_path):
     frame = _frame(lambda f: np.where(f["a"] + 0.5 * f["b"] > 0, "malignant", "benign"))
     result, out = _run(tmp_path, frame, *FAST)

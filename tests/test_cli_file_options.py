@@ -93,3 +93,14 @@ def test_every_command_refuses_a_missing_cell_by_default(tmp_path, command):
                     *COMMANDS[command])
     assert result.exit_code == 2
     assert "use --missing drop" in result.output
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_takes_decimal(tmp_path, command):
+    data = tmp_path / "csv2.txt"  # headerless write.csv2: the comma alone looks like a delimiter
+    data.write_text("9,5;1,25\n3,25;2,5\n")
+    result = invoke(command, data, "--decimal", ",", "--target", "x9", "--out", tmp_path / "o")
+    assert result.exit_code == 2  # fails after reading, before fitting: the columns are listed
+    assert "available columns: 'x0', 'x1'" in result.output and "'x2'" not in result.output
+    result = invoke(command, data, "--decimal", ";", "--target", "x0", "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "--decimal must be one of" in result.output

@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+import gpexplain as gx
+from gpexplain._validation import as_feature_matrix
 from gpexplain.cli import app
 from gpexplain.cli.reading import handle_missing, resolve_target
 from gpexplain.datasets import read_table
@@ -106,6 +108,70 @@ def test_read_table_options_are_validated(tmp_path, kwargs, error, fragment):
         read_table(path, **kwargs)
 
 
+def test_only_the_listed_missing_markers_are_missing(tmp_path):
+    # pandas' other default markers are values: "None" is a category ("no air bags").
+    text = "airbags,size\nNone,1\nN/A,2\nNULL,3\n#N/A,4\nnan,5\nNA,6\n,7\nnull,8\n?,9\nNaN,10\n"
+    path = tmp_path / "cars.csv"
+    path.write_text(text)
+    expected = ["None", "N/A", "NULL", "#N/A", "nan", None, None, None, None, None]
+    table = read_table(path)
+    assert [None if pd.isna(v) else v for v in table["airbags"]] == expected
+    pd.read_csv(path, keep_default_na=False).to_excel(tmp_path / "cars.xlsx", index=False)
+    excel = read_table(tmp_path / "cars.xlsx")
+    # "#N/A" is Excel's not-available error cell, which pandas reads as missing.
+    assert [None if pd.isna(v) else v for v in excel["airbags"]] == [
+        None if v == "#N/A" else v for v in expected
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "header"),
+    [("a,b,c\n1,2,3,\n4,5,6,\n", True), ("a,b,c,\n1,2,3,\n4,5,6,\n", True),
+     ("1,2,3,\n4,5,6,\n", False)],
+)
+def test_lines_ending_with_the_delimiter_are_not_shifted(tmp_path, text, header):
+    path = tmp_path / "trailing.csv"
+    path.write_text(text)
+    table = read_table(path)
+    assert list(table.columns) == (["a", "b", "c"] if header else ["x0", "x1", "x2"])
+    assert table.index.tolist() == [0, 1] and table.to_numpy().tolist() == [[1, 2, 3], [4, 5, 6]]
+
+
+def test_r_row_names_without_a_trailing_delimiter_still_read_as_before(tmp_path):
+    path = tmp_path / "rownames.csv"  # R's write.table: no header field over the row names
+    path.write_text('"a","b"\n"r1",1,2\n"r2",3,4\n')
+    table = read_table(path)
+    assert table.index.tolist() == ["r1", "r2"] and table["b"].tolist() == [2, 4]
+
+
+def test_decimal_comma_of_r_write_csv2_is_detected(tmp_path):
+    path = tmp_path / "csv2.csv"
+    path.write_text('"x";"y";"g"\n9,5;1,25;"a"\n3;2,5;"b"\n4,75;NA;"a"\n-1,5e-03;7;"b"\n')
+    table = read_table(path)
+    assert table["x"].tolist() == [9.5, 3.0, 4.75, -1.5e-3] and table["y"].iloc[1] == 2.5
+    assert table["g"].tolist() == ["a", "b", "a", "b"]
+    assert read_table(path, decimal=".")["x"].tolist()[0] == "9,5"
+    headerless = tmp_path / "csv2.txt"  # csv.Sniffer alone takes the comma as the delimiter
+    headerless.write_text("9,5;1,25\n3,25;2,5\n")
+    assert read_table(headerless, decimal=",").to_numpy().tolist() == [[9.5, 1.25], [3.25, 2.5]]
+    with pytest.raises(ValueError, match="decimal must be one of"):
+        read_table(path, decimal=";")
+
+
+def test_decimal_point_files_are_not_taken_for_decimal_commas(tmp_path):
+    path = tmp_path / "wine.csv"  # a comma in a text column next to decimal points
+    path.write_text('x;y;note\n1.5;1;"1,5"\n2.5;2;"2,5"\n')
+    table = read_table(path)
+    assert table["x"].tolist() == [1.5, 2.5] and table["note"].tolist() == ["1,5", "2,5"]
+
+
+def test_encoding_is_guessed_from_the_whole_file(tmp_path):
+    path = tmp_path / "late.csv"  # a Latin-1 byte after the first lines
+    path.write_bytes(b"id,town\n" + b"".join(b"%d,a\n" % i for i in range(40)) + b"40,caf\xe9\n")
+    table = read_table(path)
+    assert len(table) == 41 and table["town"].iloc[-1] == "caf\u00e9"
+
+
 # -- real files (GPEXPLAIN_DATA_DIR) -------------------------------------------------------
 @pytest.mark.parametrize(
     ("relative", "shape", "first"),
@@ -200,3 +266,32 @@ def test_explain_names_and_no_header_errors(tmp_path):
         app, ["explain", str(path), "--target", "y", "--names", "a,b", "--out", str(tmp_path)]
     )
     assert result.exit_code == 2 and "--names has 2 entries" in result.stderr
+
+
+# -- numbers float64 cannot carry -------------------------------------------------------------
+def test_parquet_integers_beyond_2_53_are_refused_naming_the_column(tmp_path):
+    # 64-bit identifiers: as float64 these all become 2**53 + 2, a "constant" column.
+    frame = pd.DataFrame({"id": [2**53 + 1, 2**53 + 2, 2**53 + 3], "a": [1, 2, 3]})
+    frame.to_parquet(tmp_path / "ids.parquet")
+    table = read_table(tmp_path / "ids.parquet")
+    assert table["id"].tolist() == frame["id"].tolist()  # read exactly
+    with pytest.raises(ValueError, match=r"column 'id' holds integers beyond 2\*\*53 "
+                                         r"\(9007199254740993 at row 0, 3 in all\)"):
+        as_feature_matrix(table)
+    with pytest.raises(ValueError, match="column 'x0' holds integers beyond"):
+        as_feature_matrix(table.to_numpy())
+    assert as_feature_matrix(pd.DataFrame({"a": [2**53, -(2**53)]}))[0].tolist() == [
+        [2.0**53], [-(2.0**53)]
+    ]
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [gx.GPRegressor, lambda: gx.SparseGPRegressor(n_inducing=4), gx.GPXRegressor],
+)
+def test_a_feature_whose_variance_overflows_is_refused_naming_it(estimator):
+    # Standardised by an infinite scale, the column became zeros and was silently ignored.
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=8), "huge": rng.uniform(1, 2, 8) * 1e200})
+    with pytest.raises(ValueError, match=r"column 'huge' has values up to 1.94e\+200"):
+        estimator().fit(X, X["a"].to_numpy())

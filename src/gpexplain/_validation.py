@@ -24,6 +24,9 @@ __all__ = [
     "order_by_name",
 ]
 
+# Every integer of magnitude up to 2**53 is a float64; above it, not every one.
+_EXACT_INTEGER = 2**53
+
 
 def as_feature_matrix(
     X, name: str = "X", feature_names: Sequence[str] | None = None, min_rows: int = 1
@@ -75,6 +78,11 @@ def as_feature_matrix(
                     f"{name} column {str(column)!r} is not numeric (dtype {dtype}); encode it "
                     "first, e.g. one-hot with pandas.get_dummies or ordinal codes, or drop it."
                 )
+        integers = [
+            (j, X.iloc[:, j].fillna(0).to_numpy())
+            for j, column in enumerate(X.columns)
+            if pd.api.types.is_integer_dtype(X[column].dtype)
+        ]
         values = X.to_numpy(dtype=np.float64)
         row_labels = list(X.index)
     else:
@@ -92,6 +100,11 @@ def as_feature_matrix(
                 f"{name} must hold numbers, got dtype {values.dtype}; encode categorical "
                 "columns (one-hot or ordinal) before passing them."
             )
+        integers = (
+            list(enumerate(values.T))
+            if values.ndim == 2 and np.issubdtype(values.dtype, np.integer)
+            else []
+        )
         values = values.astype(np.float64, copy=True)
         row_labels = None
         names = None
@@ -115,6 +128,7 @@ def as_feature_matrix(
         raise ValueError(
             f"{name} has {n_features} columns but {len(names)} feature names were given."
         )
+    _check_exact_integers(integers, names, row_labels, name)
     bad = ~np.isfinite(values)
     if bad.any():
         row, col = np.argwhere(bad)[0]
@@ -125,6 +139,23 @@ def as_feature_matrix(
             f"({int(bad.sum())} non-finite entries in all); impute or drop those rows."
         )
     return values, names
+
+
+def _check_exact_integers(integers, names, row_labels, name: str) -> None:
+    """Refuse an integer column with a value beyond 2**53: float64 holds every integer up to
+    that magnitude and no more, so larger ones would be rounded, and nearby values (64-bit
+    identifiers, e.g. from Parquet) collapse into one, a silently "constant" column."""
+    for j, column in integers:
+        beyond = (column > _EXACT_INTEGER) | (column < -_EXACT_INTEGER)
+        if beyond.any():
+            row = int(np.argmax(beyond))
+            label = row_labels[row] if row_labels is not None else row
+            raise ValueError(
+                f"{name} column {names[j]!r} holds integers beyond 2**53 ({column[row]} at row "
+                f"{label!r}, {int(beyond.sum())} in all), which float64 cannot hold exactly; "
+                "an identifier carries no information to learn from: drop it, or subtract an "
+                "offset if its values are measurements."
+            )
 
 
 def _as_column(y, name: str) -> np.ndarray:

@@ -49,7 +49,7 @@ from gpexplain.cli.common import (
     writing_into,
 )
 from gpexplain.cli.output import RunRecord, say_written
-from gpexplain.cli.tasks import MAX_CODED_CLASSES, TASKS, guess_task
+from gpexplain.cli.tasks import MAX_CODED_CLASSES, MAX_TEXT_CLASSES, TASKS, guess_task
 from gpexplain.models import FitError
 from gpexplain.models.families import DEFAULT_N_INDUCING
 
@@ -249,10 +249,11 @@ def command(
     ] = None,
     header: options.HeaderOption = None,
     names: options.NamesOption = None,
+    decimal: options.DecimalOption = "auto",
     missing: Annotated[
         str | None,
-        typer.Option(help="Missing cells (empty, NA, ?): error stops, drop drops those rows "
-                     "(default: error; with --model-from, the saved model's policy)."),
+        typer.Option(help="Missing cells (empty, NA, NaN, null, ?): error stops, drop drops "
+                     "those rows (default: error; with --model-from, the saved model's policy)."),
     ] = None,
     drop: options.DropOption = None,
     rows: options.RowsOption = "0:20",
@@ -291,7 +292,8 @@ def command(
         str,
         typer.Option(
             help="auto (a text, boolean or 0..k-1 / 1..k integer-coded target with at most "
-            f"{MAX_CODED_CLASSES} classes is classified), classification "
+            f"{MAX_CODED_CLASSES} classes is classified; a text target with over "
+            f"{MAX_TEXT_CLASSES} classes or like an identifier is refused), classification "
             "(GP classifier, attributions per class) or regression."
         ),
     ] = "auto",
@@ -343,7 +345,7 @@ def command(
             raise ValueError(f"--workers must be a positive integer, got {workers}")
     except (ValueError, TypeError, FileNotFoundError) as error:
         fail(str(error))
-    frame = reading.read_frame(data, header, names)
+    frame = reading.read_frame(data, header, names, decimal)
     run(frame, Request(str(data), target, rows, baseline, choice, out, holdout, save_model,
                        loaded, missing or "error", drop, report, task,
                        (dask_scheduler, workers), force, (Path(data), model_from)))

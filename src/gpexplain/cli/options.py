@@ -1,8 +1,8 @@
 """Command-line options several commands share, declared once.
 
 The file options (``DATA``, ``--target``, ``--header/--no-header``, ``--names``,
-``--missing``, ``--drop``) are those of the shared read stage (``reading``), so ``explain``,
-``sensitivity`` and ``poe`` accept the same files.
+``--decimal``, ``--missing``, ``--drop``) are those of the shared read stage (``reading``), so
+``explain``, ``sensitivity`` and ``poe`` accept the same files.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import typer
 
 __all__ = [
     "DataArgument",
+    "DecimalOption",
     "DropOption",
     "ForceOption",
     "HeaderOption",
@@ -48,9 +49,17 @@ NamesOption = Annotated[
     str | None,
     typer.Option(help="Comma-separated column names (default without a header: x0, x1, ...)."),
 ]
+DecimalOption = Annotated[
+    str,
+    typer.Option(
+        help="Decimal mark of a text file: auto (a decimal comma, as R's write.csv2 writes, is "
+        "detected), '.' or ','.",
+    ),
+]
 MissingOption = Annotated[
     str,
-    typer.Option(help="Missing cells (empty, NA, ?): error stops, drop drops those rows."),
+    typer.Option(help="Missing cells (empty, NA, NaN, null, ?): error stops, drop drops those "
+                 "rows."),
 ]
 DropOption = Annotated[
     str | None,

@@ -96,12 +96,13 @@ def command(
     seed: options.SeedOption = 0,
     header: options.HeaderOption = None,
     names: options.NamesOption = None,
+    decimal: options.DecimalOption = "auto",
     missing: options.MissingOption = "error",
     drop: options.DropOption = None,
 ) -> None:
     """Fit a GP to DATA and explain rows with property-optimised explanations (POE)."""
     stdout = Console()
-    frame = reading.read_frame(data, header, names)
+    frame = reading.read_frame(data, header, names, decimal)
     try:
         weights = parse_lambdas(lambda_ or [])
         selected, column, dropped = reading.select(frame, target, drop, missing)

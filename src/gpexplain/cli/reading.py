@@ -1,11 +1,11 @@
 """The read and encode stages every command shares: a table in, features and target out.
 
-``read_frame`` reads the file (``--header/--no-header``, ``--names``); ``select`` applies
-``--target``, ``--drop`` and ``--missing``; ``split_target`` separates and validates features
-and target; ``encode`` one-hot encodes text columns (the model sees the encoded table, the
-outputs name the file's columns); ``parse_rows`` and ``parse_baseline`` read ``--rows`` and
-``--baseline``. Each raises ValueError/TypeError naming the option, row or column, except
-``read_frame``, which exits with code 2 itself (``common.fail``).
+``read_frame`` reads the file (``--header/--no-header``, ``--names``, ``--decimal``);
+``select`` applies ``--target``, ``--drop`` and ``--missing``; ``split_target`` separates and
+validates features and target; ``encode`` one-hot encodes text columns (the model sees the
+encoded table, the outputs name the file's columns); ``parse_rows`` and ``parse_baseline`` read
+``--rows`` and ``--baseline``. Each raises ValueError/TypeError naming the option, row or
+column, except ``read_frame``, which exits with code 2 itself (``common.fail``).
 """
 
 from __future__ import annotations
@@ -154,14 +154,18 @@ def check_numeric(frame: pd.DataFrame) -> None:
             )
 
 
-def read_frame(data: str, header: bool | None = None, names: str | None = None) -> pd.DataFrame:
-    """``read_table`` with the command line's ``--header/--no-header`` and ``--names``."""
+def read_frame(
+    data: str, header: bool | None = None, names: str | None = None, decimal: str = "auto"
+) -> pd.DataFrame:
+    """``read_table`` with the command line's ``--header/--no-header``, ``--names`` and
+    ``--decimal``."""
     choice = {None: "auto", True: "yes", False: "no"}[header]
     column_names = None if names is None else [n.strip() for n in names.split(",")]
     try:
-        frame = read_table(data, header=choice, names=column_names)
+        frame = read_table(data, header=choice, names=column_names, decimal=decimal)
     except (ValueError, TypeError) as error:
-        fail(str(error).replace("names has", "--names has"))
+        message = str(error).replace("names has", "--names has")
+        fail(message.replace("decimal must", "--decimal must"))
     generated = [f"x{j}" for j in range(frame.shape[1])]
     if header is None and names is None and list(frame.columns) == generated:
         # Said once the input is accepted (bad input keeps its one-line error): a wrong

@@ -53,6 +53,7 @@ def command(
     seed: options.SeedOption = 0,
     header: options.HeaderOption = None,
     names: options.NamesOption = None,
+    decimal: options.DecimalOption = "auto",
     missing: options.MissingOption = "error",
     drop: options.DropOption = None,
 ) -> None:
@@ -60,7 +61,7 @@ def command(
     their posterior uncertainty, under the columns' Gaussian product measure."""
     # matplotlib loads with the first figure, not with every command (gpexplain --version)
     from gpexplain.plot import plot_global_sensitivity
-    frame = reading.read_frame(data, header, names)
+    frame = reading.read_frame(data, header, names, decimal)
     try:
         if kernel.strip().lower() not in PRODUCT_KERNELS:
             raise ValueError(

@@ -15,9 +15,14 @@ from gpexplain._registry import Registry
 from gpexplain.cli.classification import Classification
 from gpexplain.cli.regression import Regression
 
-__all__ = ["MAX_CODED_CLASSES", "TASKS", "guess_task"]
+__all__ = ["MAX_CODED_CLASSES", "MAX_TEXT_CLASSES", "TASKS", "guess_task"]
 
 MAX_CODED_CLASSES = 10
+# A softmax GP classifier has one latent function per class: at hundreds of classes (a numeric
+# column read as text) it ran for over 10 minutes at 8.6 GB without a word.
+MAX_TEXT_CLASSES = 50
+# A text target with at least this share of distinct values is an identifier, not a label.
+IDENTIFIER_SHARE = 0.9
 
 TASKS = Registry("task")
 TASKS.register("classification", Classification())
@@ -30,12 +35,16 @@ def guess_task(y: pd.Series, task: str) -> str:
     A target is a classification target when ``--task classification`` says so, or (``--task
     auto``) when it is text or booleans, or integer codes ``0..k-1`` / ``1..k`` with ``k <=
     MAX_CODED_CLASSES`` (other integer sets, e.g. wine quality scores 3..8, stay regression
-    targets; ``--task`` overrides the guess).
+    targets; ``--task`` overrides the guess). A text target is refused rather than guessed
+    when it has more than ``MAX_TEXT_CLASSES`` classes, or is identifier-like (more than two
+    values, at least ``IDENTIFIER_SHARE`` of them distinct): ``--task classification``
+    insists.
 
     Raises
     ------
     ValueError
-        An unknown ``--task``.
+        An unknown ``--task``; under ``auto``, a text target with too many classes or one
+        like an identifier (the count is named).
     """
     text = task.strip().lower()
     choices = ("auto", *TASKS.names())
@@ -43,7 +52,10 @@ def guess_task(y: pd.Series, task: str) -> str:
         raise ValueError(f"unknown --task {task!r}; use {', '.join(choices)}")
     if text != "auto":
         return text
-    if pd.api.types.is_bool_dtype(y) or not pd.api.types.is_numeric_dtype(y):
+    if pd.api.types.is_bool_dtype(y):
+        return "classification"
+    if not pd.api.types.is_numeric_dtype(y):
+        _check_text_classes(y)
         return "classification"
     values = y.dropna().to_numpy(dtype=np.float64)
     if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
@@ -54,3 +66,21 @@ def guess_task(y: pd.Series, task: str) -> str:
         or np.array_equal(levels, np.arange(1, levels.size + 1))
     )
     return "classification" if coded else "regression"
+
+
+def _check_text_classes(y: pd.Series) -> None:
+    """Refuse, under ``--task auto``, a text target no classifier can sensibly fit."""
+    labels = y.dropna()
+    n_classes = int(labels.nunique())
+    insist = "use --task classification to fit a classifier anyway"
+    numbers_as_text = "numbers read as text? see --decimal"
+    if n_classes > MAX_TEXT_CLASSES:
+        raise ValueError(
+            f"target column {str(y.name)!r} is text with {n_classes} classes (more than "
+            f"{MAX_TEXT_CLASSES}, one latent function each); {numbers_as_text}; or {insist}"
+        )
+    if len(labels) > 2 and n_classes >= IDENTIFIER_SHARE * len(labels):
+        raise ValueError(
+            f"target column {str(y.name)!r} is text with {n_classes} distinct values in "
+            f"{len(labels)} rows, like an identifier; {numbers_as_text}; or {insist}"
+        )

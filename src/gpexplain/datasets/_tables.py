@@ -4,6 +4,7 @@ without a header, Excel, or Parquet."""
 from __future__ import annotations
 
 import bz2
+import codecs
 import csv
 import gzip
 import lzma
@@ -14,23 +15,29 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["read_table", "HEADER_CHOICES", "MISSING_MARKERS"]
+__all__ = ["read_table", "DECIMAL_CHOICES", "HEADER_CHOICES", "MISSING_MARKERS"]
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 EXCEL_SUFFIXES = (".xlsx", ".xlsm")
 DELIMITERS = ",;\t|"
 WHITESPACE = r"\s+"
 HEADER_CHOICES = ("auto", "yes", "no")
-# Cells read as missing: pandas' defaults plus the UCI convention "?" (wpbc, auto MPG).
-MISSING_MARKERS = ("?",)
+DECIMAL_CHOICES = ("auto", ".", ",")
+# The only cells read as missing (exactly these, case included), as the README lists them:
+# empty, R's NA, NaN, null and the UCI convention "?" (wpbc, auto MPG). pandas' other default
+# markers ("None", "N/A", "NULL", "#N/A", "nan", ...) are values: "None" is a real category
+# in survey files ("no air bags"), and taking it as missing silently dropped their rows.
+MISSING_MARKERS = ("", "NA", "NaN", "null", "?")
 _SAMPLE_LINES = 20
+_CHUNK_BYTES = 1 << 20
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|infinity|nan)$", re.I)
-_MISSING_TEXT = {"", "?", "na", "n/a", "nan", "null", "none", "#n/a"}
+# A number written with a decimal comma, as R's write.csv2 and European spreadsheets write it.
+_COMMA_NUMBER = re.compile(r"^[+-]?(\d+,?\d*|,\d+)([eE][+-]?\d+)?$")
 
 
 def _sample(path: Path, n_lines: int = _SAMPLE_LINES) -> tuple[str, str]:
-    """First lines of a text file and the encoding that decodes them."""
+    """First lines of a text file, decoded, and the encoding that decodes the whole file."""
     opener = _OPENERS.get(path.suffix.lower(), open)
     with opener(path, "rb") as handle:
         raw = b"".join(line for _, line in zip(range(n_lines), handle, strict=False))
@@ -38,20 +45,36 @@ def _sample(path: Path, n_lines: int = _SAMPLE_LINES) -> tuple[str, str]:
         raise ValueError(
             "it looks like a binary file, not CSV text; save it as CSV, Excel (.xlsx) or Parquet"
         )
-    for encoding in ("utf-8-sig", "latin-1"):
-        try:
-            return raw.decode(encoding), encoding
-        except UnicodeDecodeError:
-            continue
-    raise AssertionError("latin-1 decodes every byte string")  # pragma: no cover
+    encoding = _encoding(path)
+    return raw.decode(encoding), encoding
 
 
-def _detect_delimiter(sample: str) -> str:
-    """Delimiter of a text sample: csv.Sniffer restricted to ``,;<tab>|``; failing that, runs of
-    whitespace when no ``,;|`` occurs and every line splits into the same number (> 1) of
-    fields; otherwise ``,``."""
+def _encoding(path: Path) -> str:
+    """``"utf-8-sig"`` if the whole (decompressed) file is UTF-8, else ``"latin-1"``.
+
+    The whole file is checked, in chunks, because a Latin-1 byte can sit anywhere (one at line
+    41 made pandas refuse a file whose first lines decoded as UTF-8).
+    """
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    opener = _OPENERS.get(path.suffix.lower(), open)
     try:
-        return csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
+        with opener(path, "rb") as handle:
+            while chunk := handle.read(_CHUNK_BYTES):
+                decoder.decode(chunk)
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return "latin-1"  # decodes every byte string
+    return "utf-8-sig"
+
+
+def _detect_delimiter(sample: str, decimal: str = "auto") -> str:
+    """Delimiter of a text sample: csv.Sniffer restricted to ``,;<tab>|`` (``;<tab>|`` with a
+    decimal comma); failing that, runs of whitespace when no ``,;|`` occurs and every line
+    splits into the same number (> 1) of fields; otherwise ``,`` (``;`` with a decimal
+    comma)."""
+    delimiters = DELIMITERS.replace(",", "") if decimal == "," else DELIMITERS
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=delimiters).delimiter
     except csv.Error:  # one column, or no consistent delimiter
         pass
     lines = [line for line in sample.splitlines() if line.strip()]
@@ -59,7 +82,39 @@ def _detect_delimiter(sample: str) -> str:
         counts = {len(line.split()) for line in lines}
         if len(counts) == 1 and counts.pop() > 1:
             return WHITESPACE
-    return ","
+    return ";" if decimal == "," else ","
+
+
+def _ends_with_delimiter(sample: str, delimiter: str) -> bool:
+    """True when every data line of the sample (after the first) ends with the delimiter, as
+    many exporters write: pandas would otherwise take the first column as the row index and
+    shift every column one place left."""
+    lines = [line.rstrip("\r\n") for line in sample.splitlines() if line.strip()]
+    return delimiter != WHITESPACE and len(lines) > 1 and all(
+        line.endswith(delimiter) for line in lines[1:]
+    )
+
+
+def _all_comma_numbers(cells: pd.Series) -> bool:
+    return bool(cells.str.match(_COMMA_NUMBER).all() and cells.str.contains(",").any())
+
+
+def _has_decimal_comma(frame: pd.DataFrame) -> bool:
+    """True when some text column holds only numbers written with a decimal comma and no
+    column holds a number with a decimal point (which a decimal comma would make text)."""
+    comma_columns = [
+        column
+        for column in frame.columns
+        if not pd.api.types.is_numeric_dtype(frame[column])
+        and frame[column].notna().any()
+        and _all_comma_numbers(frame[column].dropna().astype(str).str.strip())
+    ]
+    point_fractions = any(
+        pd.api.types.is_float_dtype(frame[column])
+        and (frame[column].dropna() % 1 != 0).any()
+        for column in frame.columns
+    )
+    return bool(comma_columns) and not point_fractions
 
 
 def _fields(sample: str, delimiter: str) -> list[list[str]]:
@@ -90,7 +145,7 @@ def _first_line_is_data(rows: list[list[str]]) -> bool:
         j
         for j in range(width)
         if body
-        and all(_is_number(r[j]) or r[j].lower() in _MISSING_TEXT for r in body)
+        and all(_is_number(r[j]) or r[j] in MISSING_MARKERS for r in body)
         and any(_is_number(r[j]) for r in body)
     ]
     return bool(numeric) and all(_is_number(rows[0][j]) for j in numeric)
@@ -114,8 +169,21 @@ def _check_header(header: str) -> str:
     return header.strip().lower()
 
 
+def _check_decimal(decimal: str) -> str:
+    if not isinstance(decimal, str) or decimal.strip().lower() not in DECIMAL_CHOICES:
+        raise ValueError(
+            f"decimal must be one of {', '.join(map(repr, DECIMAL_CHOICES))}, got {decimal!r}"
+        )
+    return decimal.strip().lower()
+
+
 def read_table(
-    path, *, header: str = "auto", names: Sequence[str] | None = None, sheet=0
+    path,
+    *,
+    header: str = "auto",
+    names: Sequence[str] | None = None,
+    sheet=0,
+    decimal: str = "auto",
 ) -> pd.DataFrame:
     """Read a CSV, whitespace-separated, Excel or Parquet file into a DataFrame.
 
@@ -125,10 +193,12 @@ def read_table(
     detected with ``csv.Sniffer`` on the first 20 lines among comma, semicolon, tab and ``|``
     (the UCI wine files, for instance, are semicolon-separated with a quoted header); when none
     of these occurs and every line splits on runs of whitespace into the same number of fields
-    (the UCI auto MPG file), whitespace separates the columns; otherwise a comma. Text is
-    decoded as UTF-8 (a byte-order mark is ignored), falling back to Latin-1. Empty cells,
-    pandas' usual markers (``NA``, ``NaN``, ``null``, ...) and ``?`` are missing values (NaN);
-    what to do with them is the caller's decision.
+    (the UCI auto MPG file), whitespace separates the columns; otherwise a comma. Lines that
+    end with the delimiter (a trailing comma) are read as they are meant, the empty last field
+    dropped. Text is decoded as UTF-8 (a byte-order mark is ignored) when the whole file is
+    UTF-8, else as Latin-1. Exactly the cells in ``MISSING_MARKERS`` are missing values (NaN):
+    empty cells, ``NA``, ``NaN``, ``null`` and ``?``; other text (``None``, ``N/A``, ``NULL``,
+    ``nan``, ...) is a value. What to do with missing values is the caller's decision.
 
     Parameters
     ----------
@@ -144,6 +214,11 @@ def read_table(
         they name the columns. Default for a headerless file: ``x0, x1, ...``.
     sheet : int or str, default 0
         Worksheet of an Excel file (position or name).
+    decimal : {"auto", ".", ","}, default "auto"
+        Decimal mark of a text file (Excel and Parquet store numbers as numbers). ``"auto"``
+        takes a decimal comma, as R's ``write.csv2`` writes (``;`` between fields, ``9,5``),
+        when the fields are not comma-separated, some column read as text holds only numbers
+        written with a decimal comma, and no column holds a number with a decimal point.
 
     Returns
     -------
@@ -157,12 +232,13 @@ def read_table(
         ``path`` is not a string or path.
     ValueError
         The file does not exist, is a directory, is empty or cannot be parsed (the message names
-        the path); ``header`` is not one of the choices; ``names`` has the wrong length or
-        repeats a name.
+        the path); ``header`` or ``decimal`` is not one of the choices; ``names`` has the
+        wrong length or repeats a name.
     """
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a string or a path, got {type(path).__name__}.")
     header = _check_header(header)
+    decimal = _check_decimal(decimal)
     if names is not None and (isinstance(names, str) or not isinstance(names, Sequence)):
         raise TypeError(f"names must be a sequence of column names, got {type(names).__name__}.")
     path = Path(path)
@@ -184,15 +260,26 @@ def read_table(
         sample, encoding = _sample(path)
         if not sample.strip():
             raise ValueError("the file is empty")
-        delimiter = _detect_delimiter(sample)
-        has_header = header == "yes" or (
-            header == "auto" and not _first_line_is_data(_fields(sample, delimiter))
-        )
-        frame = pd.read_csv(
-            path, sep=delimiter, encoding=encoding, header=0 if has_header else None,
-            na_values=list(MISSING_MARKERS),
-            engine="python" if delimiter == WHITESPACE else "c",
-        )
+        delimiter = _detect_delimiter(sample, decimal)
+        fields = _fields(sample, delimiter)
+        if decimal == ",":  # "9,5" is a number for the header detection
+            fields = [[cell.replace(",", ".") for cell in row] for row in fields]
+        has_header = header == "yes" or (header == "auto" and not _first_line_is_data(fields))
+        trailing = _ends_with_delimiter(sample, delimiter)
+
+        def parse(mark: str) -> pd.DataFrame:
+            return pd.read_csv(
+                path, sep=delimiter, encoding=encoding, header=0 if has_header else None,
+                keep_default_na=False, na_values=list(MISSING_MARKERS), decimal=mark,
+                index_col=False if trailing else None,
+                engine="python" if delimiter == WHITESPACE else "c",
+            )
+
+        frame = parse("," if decimal == "," else ".")
+        if decimal == "auto" and delimiter != "," and _has_decimal_comma(frame):
+            frame = parse(",")
+        if trailing and (not has_header or fields[0][-1] == "") and frame.iloc[:, -1].isna().all():
+            frame = frame.iloc[:, :-1]  # the empty field after the trailing delimiter
         if not has_header or names is not None:
             frame.columns = _column_names(names, frame.shape[1])
         return frame
@@ -205,7 +292,10 @@ def read_table(
 def _read_excel(path: Path, header: str, names, sheet) -> pd.DataFrame:
     """One worksheet through pandas and openpyxl; header detection as for text files."""
     try:
-        raw = pd.read_excel(path, sheet_name=sheet, header=None, na_values=list(MISSING_MARKERS))
+        raw = pd.read_excel(
+            path, sheet_name=sheet, header=None, keep_default_na=False,
+            na_values=list(MISSING_MARKERS),
+        )
     except ImportError:
         raise ValueError(
             "reading Excel files needs openpyxl (pip install openpyxl)"

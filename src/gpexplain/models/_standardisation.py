@@ -14,6 +14,7 @@ import numpy as np
 
 __all__ = [
     "FeatureScaling",
+    "check_spread",
     "constant_columns",
     "original_lengthscales",
     "target_scaling",
@@ -41,11 +42,31 @@ def warn_constant_columns(
         )
 
 
+def check_spread(X: np.ndarray, names: list[str]) -> None:
+    """Refuse a column whose standard deviation overflows float64 (values beyond about 1e154).
+
+    Its squared deviations are infinite: standardised by an infinite scale, the column would
+    become zeros and be silently ignored, and the kernel's squared distances in original units
+    overflow too. ValueError names the column.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = X.std(axis=0)
+    overflowing = ~np.isfinite(spread)
+    if overflowing.any():
+        j = int(np.argmax(overflowing))
+        raise ValueError(
+            f"column {names[j]!r} has values up to {np.max(np.abs(X[:, j])):.3g}, beyond what "
+            "float64 can square (about 1e154); rescale it, e.g. into other units."
+        )
+
+
 def constant_columns(X: np.ndarray, names: list[str], consequence: str = IGNORED) -> np.ndarray:
-    """Boolean mask of the constant columns of X; warns about them, refuses all-constant X.
+    """Boolean mask of the constant columns of X; warns about them, refuses all-constant X
+    and a column that cannot be standardised (``check_spread``).
 
     Call it from ``fit`` directly: the warning points at the caller of ``fit``.
     """
+    check_spread(X, names)
     constant = np.ptp(X, axis=0) == 0
     if constant.all():
         raise ValueError("every column of X is constant; there is nothing to learn from.")

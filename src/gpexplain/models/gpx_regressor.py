@@ -61,7 +61,11 @@ from gpexplain.models._fitting import (
     run_lbfgs,
 )
 from gpexplain.models._params import MULTISTART_CONSTRAINTS, ValidatedEstimator, Variance
-from gpexplain.models._standardisation import FeatureScaling, warn_constant_columns
+from gpexplain.models._standardisation import (
+    FeatureScaling,
+    check_spread,
+    warn_constant_columns,
+)
 from gpexplain.parallel import default_chunk_size, map_chunks
 from gpexplain.posterior.exact import ExactPosterior
 
@@ -263,6 +267,7 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
         y = as_target(y, X.shape[0])
         Z, z_names = (X, x_names) if Z is None else _as_representation(Z, X.shape[0])
         self.z_is_x_ = Z is X
+        check_spread(X, x_names)
         constant = np.ptp(X, axis=0) == 0
         if constant.all():
             raise ValueError(
