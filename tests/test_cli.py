@@ -272,6 +272,31 @@ def test_parquet_input_and_row_baseline(tmp_path, single_start):
     assert summary["holdout"]["r2"] is not None
 
 
+def test_console_table_counts_the_features_it_leaves_out():
+    """The demo's 10 features: the table shows 8 and says where the other 2 are."""
+    from io import StringIO
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from gpexplain.cli.output import TOP_FEATURES, top_features_table
+
+    def shown(n_features):
+        mean = np.arange(1.0, n_features + 1)[None, :]
+        attr = SimpleNamespace(
+            mean=mean, X=np.zeros((1, n_features)), prediction=np.array([1.0]),
+            baseline_prediction=0.0, feature_names=[f"f{i}" for i in range(n_features)],
+            interval=lambda level: (mean - 1, mean + 1),
+        )
+        console = Console(file=StringIO(), width=200)
+        console.print(top_features_table(attr, 0))
+        return console.file.getvalue()
+
+    assert "(2 more features in attributions.csv)" in shown(TOP_FEATURES + 2)
+    assert "(1 more feature in attributions.csv)" in shown(TOP_FEATURES + 1)
+    assert "more feature" not in shown(TOP_FEATURES)
+
+
 def test_demo_rejects_unknown_dataset(tmp_path):
     result = invoke("demo", "--dataset", "iris", "--out", tmp_path / "demo")
     assert result.exit_code == 2
@@ -289,6 +314,45 @@ def test_demo_on_diabetes(tmp_path):
     assert len(pd.read_csv(out / "attributions.csv")) == 20 * 10
     for name in OUTPUT_FILES:
         assert (out / name).is_file()
+
+
+# -- progress where stderr is not a terminal ----------------------------------------------
+def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path, small_csv, single_start):
+    """CliRunner's stderr is no terminal: each stage is announced as it starts and ends, not
+    only once the run is over (a job killed mid-run used to leave an empty log)."""
+    result = invoke("explain", small_csv, "--target", "y", "--rows", "0:2", "--out",
+                    tmp_path / "out")
+    assert_ok(result)
+    lines = result.stderr.splitlines()
+    for stage in ("Fitting exact GP", "Explaining 2 row(s)", "Held-out R^2"):
+        started = [i for i, line in enumerate(lines) if line.startswith(stage)
+                   and line.endswith(" ...")]
+        ended = [i for i, line in enumerate(lines) if line.startswith(stage)
+                 and ": done (" in line]
+        assert len(started) == 1 and len(ended) == 1 and started[0] < ended[0], lines
+    assert not any("\x1b" in line or "\u2501" in line for line in lines)  # no bar drawn
+
+
+def test_plain_progress_lines_are_spaced_and_end_once():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from gpexplain.cli.common import PlainProgress
+
+    stream = StringIO()
+    progress = PlainProgress(Console(file=stream, width=200), every=0.0)
+    task = progress.add_task("Fitting", total=None)
+    progress.update(task, completed=5, total=20)
+    progress.update(task, completed=20, total=20)
+    progress.update(task, completed=20, total=20)
+    lines = stream.getvalue().splitlines()
+    assert lines[:2] == ["Fitting ...", "Fitting: 25% (0 s)"]
+    assert lines[2:] == ["Fitting: done (0 s)"]
+    quiet = PlainProgress(Console(file=StringIO()), every=3600.0)
+    task = quiet.add_task("Fitting")
+    quiet.update(task, completed=5, total=20)
+    assert quiet.console.file.getvalue() == "Fitting ...\n"
 
 
 # -- bad input -----------------------------------------------------------------------------

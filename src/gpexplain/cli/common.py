@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,10 +30,12 @@ from rich.progress import Progress
 __all__ = [
     "HOLDOUT_FRACTION",
     "INTERVAL_LEVEL",
+    "PlainProgress",
     "advance",
     "check_output_directory",
     "fail",
     "finite_or_none",
+    "progress_display",
     "say",
     "show_warnings",
     "write_json",
@@ -153,8 +156,67 @@ def show_warnings(caught, console: Console) -> None:
             say(console, f"Warning: {message}")
 
 
-def advance(progress: Progress, task):
-    """Progress callback ``(step, total)`` for one Rich task."""
+class PlainProgress:
+    """Progress as plain lines, for a stderr that is not a terminal (a log file, a pipe, a
+    batch job).
+
+    Rich's live bars print nothing there until the run ends, so a job killed mid-run left an
+    empty log. This prints a line when a stage starts, at most one line every ``every``
+    seconds while it runs, and one when it ends. It offers the part of ``rich.progress.Progress``
+    that the commands use (``add_task``, ``update``, ``stop``, a context manager).
+
+    Parameters
+    ----------
+    console : rich.console.Console
+        Where the lines go.
+    every : float, default 5.0
+        Fewest seconds between two lines of one stage.
+    """
+
+    def __init__(self, console: Console, every: float = 5.0):
+        self.console, self.every = console, every
+        self._tasks: list[dict] = []
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def add_task(self, description: str, total: float | None = None) -> int:
+        """Print ``<description> ...`` and return the stage's id for ``update``."""
+        self._tasks.append({"description": description, "start": time.monotonic(),
+                            "shown": time.monotonic(), "done": False})
+        say(self.console, f"{description} ...")
+        return len(self._tasks) - 1
+
+    def update(self, task: int, completed: float, total: float | None = None) -> None:
+        """Record progress; print it if ``every`` seconds passed since the stage's last line,
+        and print ``done`` once when ``completed`` reaches ``total``."""
+        state, now = self._tasks[task], time.monotonic()
+        elapsed = f"{now - state['start']:.0f} s"
+        if total and completed >= total:
+            if not state["done"]:
+                state["done"] = True
+                say(self.console, f"{state['description']}: done ({elapsed})")
+        elif now - state["shown"] >= self.every:
+            state["shown"] = now
+            share = f"{100 * completed / total:.0f}%" if total else f"step {completed:g}"
+            say(self.console, f"{state['description']}: {share} ({elapsed})")
+
+    def stop(self) -> None:
+        """Nothing to take down: the lines are already printed."""
+
+
+def progress_display(console: Console, *columns) -> Progress | PlainProgress:
+    """Rich's live bars (``columns``) on a terminal or in Jupyter, plain lines elsewhere."""
+    if console.is_terminal or console.is_jupyter:
+        return Progress(*columns, console=console)
+    return PlainProgress(console)
+
+
+def advance(progress: Progress | PlainProgress, task):
+    """Progress callback ``(step, total)`` for one task of ``progress``."""
 
     def update(step: int, total: int) -> None:
         progress.update(task, completed=step, total=total)

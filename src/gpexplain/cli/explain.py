@@ -42,9 +42,11 @@ from gpexplain.cli.choices import (
     check_choice,
 )
 from gpexplain.cli.common import (
+    PlainProgress,
     advance,
     check_output_directory,
     fail,
+    progress_display,
     show_warnings,
     writing_into,
 )
@@ -127,9 +129,9 @@ def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
                     baseline_label)
 
 
-def _stage(progress: Progress, description: str, work):
-    """Run ``work(callback)`` under a progress bar; ``(result, seconds)``. Bad input or a
-    failed fit stop the display and exit with code 2."""
+def _stage(progress: Progress | PlainProgress, description: str, work):
+    """Run ``work(callback)`` as a stage of ``progress``; ``(result, seconds)``. Bad input or
+    a failed fit stop the display and exit with code 2."""
     bar = progress.add_task(description, total=None)
     start = time.perf_counter()
     try:
@@ -143,7 +145,8 @@ def _stage(progress: Progress, description: str, work):
 
 def fit_and_explain(request: Request, data: Prepared, stderr: Console):
     """Fit (or take the saved model), explain the rows and score the held-out split, with a
-    progress display on ``stderr``; ``(model, explanation, holdout summary, timings)``."""
+    progress display on ``stderr`` (plain lines where it is not a terminal); ``(model,
+    explanation, holdout summary, timings)``."""
     choice, handler = request.choice, TASKS.get(data.task)
     timings: dict[str, float | None] = {}
     holdout = handler.empty_holdout(choice.seed)
@@ -153,7 +156,7 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
     ]
     with (
         warnings.catch_warnings(record=True) as caught,
-        Progress(*columns, console=stderr) as progress,
+        progress_display(stderr, *columns) as progress,
     ):
         warnings.simplefilter("always")
         # Jitter notices while the optimiser explores: internal to fitting, not about the data.

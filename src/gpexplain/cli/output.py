@@ -198,13 +198,17 @@ def _format_value(value) -> str:
 
 
 def top_features_table(attr, row_label) -> Table:
-    """Rich table of the largest |attribution| features of the first explained point."""
+    """Rich table of the largest |attribution| features of the first explained point; a
+    caption counts the features left out, which a reader would otherwise take as absent."""
     lower, upper = attr.interval(INTERVAL_LEVEL)
     order = np.argsort(-np.abs(attr.mean[0]), kind="stable")[:TOP_FEATURES]
     title = f"Row {escape(str(row_label))}: prediction {attr.prediction[0]:.4g}"
     if attr.baseline_prediction is not None:
         title += f", baseline prediction {attr.baseline_prediction:.4g}"
-    table = Table(title=title)
+    hidden = len(attr.feature_names) - len(order)
+    caption = (f"({hidden} more feature{'s' if hidden > 1 else ''} in attributions.csv)"
+               if hidden else None)
+    table = Table(title=title, caption=caption)
     table.add_column("feature")
     table.add_column("value", justify="right")
     table.add_column("attribution", justify="right")
