@@ -297,6 +297,13 @@ def test_console_table_counts_the_features_it_leaves_out():
     assert "more feature" not in shown(TOP_FEATURES)
 
 
+def test_help_keeps_the_dask_extra_in_brackets():
+    """Typer renders help as Rich markup, which took ``[dask]`` for a style tag."""
+    result = runner.invoke(app, ["explain", "--help"], terminal_width=200)
+    assert_ok(result)
+    assert "gpexplain[dask]" in result.output
+
+
 def test_demo_rejects_unknown_dataset(tmp_path):
     result = invoke("demo", "--dataset", "iris", "--out", tmp_path / "demo")
     assert result.exit_code == 2

@@ -318,7 +318,7 @@ def command(
     dask_scheduler: Annotated[
         str | None,
         typer.Option(help="Explain on this Dask cluster (scheduler address, e.g. "
-                     "tcp://10.0.0.1:8786); needs gpexplain[dask]."),
+                     "tcp://10.0.0.1:8786); needs gpexplain\\[dask]."),  # not Rich markup
     ] = None,
     workers: Annotated[
         int | None,
