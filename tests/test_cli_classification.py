@@ -32,6 +32,25 @@ def short_fits(monkeypatch):
                         lambda settings: {**parameters(settings), "max_iter": MAX_ITER})
 
 
+@pytest.fixture
+def xlabels(monkeypatch):
+    """The x-axis labels of every attribution and importance figure a run draws."""
+    import gpexplain.plot
+
+    drawn = []
+
+    def recording(plot):
+        def draw(*args, **kwargs):
+            figure = plot(*args, **kwargs)
+            drawn.extend(axis.get_xlabel() for axis in figure.axes if axis.get_xlabel())
+            return figure
+        return draw
+
+    for name in ("plot_attributions", "plot_global_importance"):
+        monkeypatch.setattr(gpexplain.plot, name, recording(getattr(gpexplain.plot, name)))
+    return drawn
+
+
 def _frame(labels, n_rows=40, seed=0):
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame({"a": rng.normal(size=n_rows), "b": rng.normal(size=n_rows),
@@ -92,10 +111,12 @@ def test_explain_refuses_a_many_class_text_target_before_fitting(tmp_path):
     assert result.stderr.count("\n") == 1
 
 
-def test_binary_text_target_gets_per_class_outputs(tmp_path):
+def test_binary_text_target_gets_per_class_outputs(tmp_path, xlabels):
     frame = _frame(lambda f: np.where(f["a"] + 0.5 * f["b"] > 0, "malignant", "benign"))
     result, out = _run(tmp_path, frame, *FAST)
     assert result.exit_code == 0, result.output + repr(result.exception)
+    # the figures are of the latent log-odds, which a class label has no units for
+    assert xlabels and all("latent log-odds of class 'malignant'" in label for label in xlabels)
     for name in ("attributions.csv", "summary.json", "attributions_malignant.png",
                  "importance_malignant.png"):
         assert (out / name).is_file(), name
@@ -128,10 +149,12 @@ def test_binary_text_target_gets_per_class_outputs(tmp_path):
                                atol=1e-10)
 
 
-def test_integer_coded_classes_and_task_override(tmp_path):
+def test_integer_coded_classes_and_task_override(tmp_path, xlabels):
     frame = _frame(lambda f: np.digitize(f["a"], [-0.5, 0.5]))
     result, out = _run(tmp_path, frame, *FAST, "--no-holdout")
     assert result.exit_code == 0, result.output + repr(result.exception)
+    assert {label.split("(")[1].split("\n")[0] for label in xlabels} == {
+        f"latent f of class '{c}', the softmax input)" for c in (0, 1, 2)}
     table = pd.read_csv(out / "attributions.csv")
     assert sorted(set(table["class"])) == [0, 1, 2]
     summary = json.loads((out / "summary.json").read_text())

@@ -60,6 +60,15 @@ def describe_output(model, choice) -> str:
     return f"latent {model.link_} of class {json_label(model.classes_[1])}, {method}"
 
 
+def latent_units(model, label) -> str:
+    """What the latent attributions of class ``label`` are in, for the figures' axes: the
+    classifier's latent, not the target (which is a class label and has no units)."""
+    name = repr(str(json_label(label)))
+    if model.link_ == "softmax":
+        return f"latent f of class {name}, the softmax input"
+    return f"latent {'log-odds' if model.link_ == 'logit' else 'probit'} of class {name}"
+
+
 def explained_classes(model) -> list:
     """The classes with an explained latent: every class (softmax), else ``classes_[1]``."""
     return list(model.classes_) if model.link_ == "softmax" else [model.classes_[1]]
@@ -233,9 +242,11 @@ class Classification:
 
         written = ["attributions.csv", "summary.json"]
         for label, attr in attributions.items():
+            units = latent_units(model, label)
             written += save_attribution_figures(
                 attr, explained, out, suffix=f"_{file_label(label)}",
                 title=f"class {labels[label]}: {result['explained_output']}",
+                xlabels=(f"attribution ({units})", f"mean |attribution| ({units})"),
             )
             say(stdout, f"Class {labels[label]}")
             stdout.print(top_features_table(attr, explained[0]))
