@@ -295,3 +295,66 @@ def test_a_feature_whose_variance_overflows_is_refused_naming_it(estimator):
     X = pd.DataFrame({"a": rng.normal(size=8), "huge": rng.uniform(1, 2, 8) * 1e200})
     with pytest.raises(ValueError, match=r"column 'huge' has values up to 1.94e\+200"):
         estimator().fit(X, X["a"].to_numpy())
+
+
+# Inputs that exhaust the machine (issue 27, item 13): each limit is lowered so that a tiny
+# file stands for the huge one, and each is refused naming the file, what it holds and the limit.
+
+
+def _refused(path, fragment):
+    with pytest.raises(ValueError, match=fragment) as caught:
+        read_table(path)
+    assert str(path) in str(caught.value)
+    result = CliRunner().invoke(app, ["explain", str(path), "--target", "y", "--out", "o"])
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert "cannot read" in result.output
+
+
+def test_gzip_that_expands_past_the_limit_is_refused(tmp_path, monkeypatch):
+    import gzip
+
+    monkeypatch.setattr("gpexplain.datasets._tables.MAX_DECOMPRESSED_BYTES", 10_000)
+    monkeypatch.setattr("gpexplain.datasets._tables._CHUNK_BYTES", 1024)
+    path = tmp_path / "bomb.csv.gz"
+    path.write_bytes(gzip.compress(b"x,y\n" + b"1,2\n" * 5000))  # 20 kB from ~100 bytes
+    _refused(path, "decompressed, it holds more than 9.77 KiB")
+    small = tmp_path / "small.csv.gz"
+    small.write_bytes(gzip.compress(b"x,y\n" + b"1,2\n" * 100))
+    assert read_table(small).shape == (100, 2)
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_line_longer_than_the_limit_is_refused(tmp_path, monkeypatch, where):
+    monkeypatch.setattr("gpexplain.datasets._tables.MAX_LINE_BYTES", 500)
+    monkeypatch.setattr("gpexplain.datasets._tables._CHUNK_BYTES", 256)
+    lines = ["x,y"] + ["1,2"] * 300
+    lines[{"first": 1, "middle": 150, "last": -1}[where]] = "1," + "2" * 600
+    path = tmp_path / "long.csv"
+    path.write_text("\n".join(lines))
+    _refused(path, "a line longer than 500 bytes")
+    monkeypatch.setattr("gpexplain.datasets._tables._CHUNK_BYTES", 1 << 20)  # lines inside a chunk
+    _refused(path, "a line longer than 500 bytes")
+
+
+def test_more_columns_than_the_limit_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr("gpexplain.datasets._tables.MAX_COLUMNS", 50)
+    path = tmp_path / "wide.csv"
+    path.write_text(",".join(f"c{j}" for j in range(60)) + ",y\n" + ",".join(["1"] * 61) + "\n")
+    _refused(path, "its first line has 61 fields, more than the 50 columns")
+    parquet = tmp_path / "wide.parquet"
+    pd.DataFrame(np.ones((2, 61)), columns=[f"c{j}" for j in range(61)]).to_parquet(parquet)
+    _refused(parquet, "it has 61 columns, more than the 50")
+
+
+def test_excel_zip_bomb_is_refused_before_openpyxl(tmp_path, monkeypatch):
+    import zipfile
+
+    path = tmp_path / "bomb.xlsx"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("xl/worksheets/sheet1.xml", b"<c/>" * 50_000)  # 200 kB, ~1000-fold
+    monkeypatch.setattr("gpexplain.datasets._tables.MAX_EXCEL_BYTES", 100_000)
+    _refused(path, "its zip members expand to 195 KiB")
+    monkeypatch.setattr("gpexplain.datasets._tables.MAX_EXCEL_BYTES", 1 << 30)
+    monkeypatch.setattr("gpexplain.datasets._tables._EXCEL_RATIO_FLOOR", 10_000)
+    _refused(path, "100 times the file")

@@ -47,12 +47,14 @@ from gpexplain.cli.common import (
     check_output_directory,
     fail,
     progress_display,
+    say,
     show_warnings,
     writing_into,
 )
 from gpexplain.cli.output import RunRecord, say_written
 from gpexplain.cli.tasks import MAX_CODED_CLASSES, MAX_TEXT_CLASSES, TASKS, guess_task
 from gpexplain.models import FitError
+from gpexplain.models._size import check_exact_size
 from gpexplain.models.families import DEFAULT_N_INDUCING
 
 __all__ = ["Request", "command", "run"]
@@ -143,6 +145,24 @@ def _stage(progress: Progress | PlainProgress, description: str, work):
     return result, time.perf_counter() - start
 
 
+def _say_exact_cost(progress: Progress | PlainProgress, choice, data: Prepared) -> None:
+    """Refuse an exact regression GP too large for memory, and say a long fit's estimate now,
+    not after it (the warnings caught during the run are shown at its end)."""
+    if choice.model != "exact" or data.task != "regression":
+        return
+    with warnings.catch_warnings(record=True) as slow:
+        warnings.simplefilter("always")
+        try:
+            check_exact_size(len(data.X))
+        except ValueError as error:
+            progress.stop()
+            fail(str(error))
+    for record in slow:
+        say(progress.console, f"Warning: {record.message}")
+        # Said once: the fit (and the held-out fit) would repeat it at the end.
+        warnings.filterwarnings("ignore", message=r"the exact GP on \d+ rows will take")
+
+
 def fit_and_explain(request: Request, data: Prepared, stderr: Console):
     """Fit (or take the saved model), explain the rows and score the held-out split, with a
     progress display on ``stderr`` (plain lines where it is not a terminal); ``(model,
@@ -163,6 +183,7 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
         warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
         scored = request.holdout and request.loaded is None
         if request.loaded is None:
+            _say_exact_cost(progress, choice, data)
             model, timings["fit"] = _stage(
                 progress,
                 f"Fitting {handler.fit_label(choice)} ({choice.kernel_label}, {len(data.X)} rows)",

@@ -10,6 +10,7 @@ import gzip
 import lzma
 import os
 import re
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,14 +31,38 @@ DECIMAL_CHOICES = ("auto", ".", ",")
 MISSING_MARKERS = ("", "NA", "NaN", "null", "?")
 _SAMPLE_LINES = 20
 _CHUNK_BYTES = 1 << 20
+# Limits on what a file may hold before any parser builds it in memory: a 6 MB .gz that
+# expands past 8 GiB, a 2 GB single line, a million columns or an .xlsx zip bomb exhausted the
+# machine (or ran for minutes) before any message. Each is far beyond a table a GP can fit.
+MAX_DECOMPRESSED_BYTES = 2 << 30  # a compressed text file, decompressed
+MAX_LINE_BYTES = 100 << 20  # one line of a text file
+MAX_COLUMNS = 100_000
+MAX_EXCEL_BYTES = 1 << 30  # the sum of the .xlsx zip members' declared (expanded) sizes
+# Sheet XML compresses about 5-20 fold; a much higher ratio over a large expansion is a bomb.
+MAX_EXCEL_RATIO = 100
+_EXCEL_RATIO_FLOOR = 64 << 20
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|infinity|nan)$", re.I)
 # A number written with a decimal comma, as R's write.csv2 and European spreadsheets write it.
 _COMMA_NUMBER = re.compile(r"^[+-]?(\d+,?\d*|,\d+)([eE][+-]?\d+)?$")
 
 
+def _size(n_bytes: int) -> str:
+    """A byte count as a reader takes it in: ``"2 GiB"``, ``"100 MiB"``, ``"512 bytes"``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes} bytes"
+
+
 def _sample(path: Path, n_lines: int = _SAMPLE_LINES) -> tuple[str, str]:
-    """First lines of a text file, decoded, and the encoding that decodes the whole file."""
+    """First lines of a text file, decoded, and the encoding that decodes the whole file.
+
+    The whole file is scanned first (``_scan``), so the lines read here are within
+    ``MAX_LINE_BYTES``; the first line's field count is checked against ``MAX_COLUMNS`` before
+    the delimiter sniffer sees it.
+    """
+    encoding = _scan(path)
     opener = _OPENERS.get(path.suffix.lower(), open)
     with opener(path, "rb") as handle:
         raw = b"".join(line for _, line in zip(range(n_lines), handle, strict=False))
@@ -45,26 +70,59 @@ def _sample(path: Path, n_lines: int = _SAMPLE_LINES) -> tuple[str, str]:
         raise ValueError(
             "it looks like a binary file, not CSV text; save it as CSV, Excel (.xlsx) or Parquet"
         )
-    encoding = _encoding(path)
+    first = raw.split(b"\n", 1)[0]
+    # An upper bound on the columns whatever the delimiter turns out to be.
+    n_fields = max([first.count(d.encode()) + 1 for d in DELIMITERS] + [len(first.split())])
+    if n_fields > MAX_COLUMNS:
+        raise ValueError(
+            f"its first line has {n_fields} fields, more than the {MAX_COLUMNS} columns "
+            "gpexplain reads"
+        )
     return raw.decode(encoding), encoding
 
 
-def _encoding(path: Path) -> str:
-    """``"utf-8-sig"`` if the whole (decompressed) file is UTF-8, else ``"latin-1"``.
+def _scan(path: Path) -> str:
+    """The encoding of a text file, after checking its size and line lengths in one pass.
 
-    The whole file is checked, in chunks, because a Latin-1 byte can sit anywhere (one at line
-    41 made pandas refuse a file whose first lines decoded as UTF-8).
+    Returns ``"utf-8-sig"`` if the whole (decompressed) file is UTF-8, else ``"latin-1"``. The
+    whole file is checked, in chunks, because a Latin-1 byte can sit anywhere (one at line 41
+    made pandas refuse a file whose first lines decoded as UTF-8). The same pass stops at
+    ``MAX_DECOMPRESSED_BYTES`` of a compressed file and at a line longer than
+    ``MAX_LINE_BYTES``, so neither is ever held in memory whole.
     """
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
     opener = _OPENERS.get(path.suffix.lower(), open)
-    try:
-        with opener(path, "rb") as handle:
-            while chunk := handle.read(_CHUNK_BYTES):
-                decoder.decode(chunk)
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return "latin-1"  # decodes every byte string
-    return "utf-8-sig"
+    compressed = opener is not open
+    utf8, total, line = True, 0, 0  # line: bytes since the last newline
+    with opener(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK_BYTES):
+            total += len(chunk)
+            if compressed and total > MAX_DECOMPRESSED_BYTES:
+                raise ValueError(
+                    f"decompressed, it holds more than {_size(MAX_DECOMPRESSED_BYTES)}, the "
+                    "limit for a compressed file"
+                )
+            first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+            longest = line + first if first != -1 else 0  # the line ending in this chunk
+            if first != last and MAX_LINE_BYTES < len(chunk):  # whole lines inside the chunk
+                longest = max([longest] + [len(p) for p in chunk[first + 1 : last].split(b"\n")])
+            line = line + len(chunk) if first == -1 else len(chunk) - last - 1
+            if max(line, longest) > MAX_LINE_BYTES:
+                raise ValueError(
+                    f"it has a line longer than {_size(MAX_LINE_BYTES)}, the limit; "
+                    "is it really a table?"
+                )
+            if utf8:
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError:
+                    utf8 = False  # latin-1 decodes every byte string
+    if utf8:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            utf8 = False
+    return "utf-8-sig" if utf8 else "latin-1"
 
 
 def _detect_delimiter(sample: str, decimal: str = "auto") -> str:
@@ -233,7 +291,11 @@ def read_table(
     ValueError
         The file does not exist, is a directory, is empty or cannot be parsed (the message names
         the path); ``header`` or ``decimal`` is not one of the choices; ``names`` has the
-        wrong length or repeats a name.
+        wrong length or repeats a name. Also, before anything is parsed, a file past a limit:
+        a compressed text file that decompresses to more than ``MAX_DECOMPRESSED_BYTES``
+        (2 GiB), a line longer than ``MAX_LINE_BYTES`` (100 MiB), more than ``MAX_COLUMNS``
+        (100,000) columns, or an Excel file whose zip members expand past ``MAX_EXCEL_BYTES``
+        (1 GiB) or ``MAX_EXCEL_RATIO`` times its size.
     """
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a string or a path, got {type(path).__name__}.")
@@ -251,6 +313,7 @@ def read_table(
     suffix = path.suffix.lower()
     try:
         if suffix in PARQUET_SUFFIXES:
+            _check_parquet_columns(path)
             frame = pd.read_parquet(path)
             if names is not None:
                 frame.columns = _column_names(names, frame.shape[1])
@@ -289,8 +352,43 @@ def read_table(
         raise ValueError(f"cannot read {str(path)!r}: {reason}.") from None
 
 
+def _check_excel_expansion(path: Path) -> None:
+    """Refuse an .xlsx (a zip) whose members would expand past ``MAX_EXCEL_BYTES``, or past
+    ``MAX_EXCEL_RATIO`` times the file's size, before openpyxl decompresses any of them.
+
+    The declared sizes bound what is decompressed: ``zipfile`` stops reading a member at its
+    declared ``file_size`` (and fails its CRC check), so a header that lies cannot expand more.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            expanded = sum(info.file_size for info in archive.infolist())
+    except zipfile.BadZipFile:
+        return  # not a zip: pandas says what it is not
+    on_disk = max(path.stat().st_size, 1)
+    if expanded > MAX_EXCEL_BYTES or (
+        expanded > _EXCEL_RATIO_FLOOR and expanded > MAX_EXCEL_RATIO * on_disk
+    ):
+        raise ValueError(
+            f"its zip members expand to {_size(expanded)} from {_size(on_disk)} (limits: "
+            f"{_size(MAX_EXCEL_BYTES)}, and {MAX_EXCEL_RATIO} times the file); save the sheet as "
+            "CSV if it is a real table"
+        )
+
+
+def _check_parquet_columns(path: Path) -> None:
+    """Refuse a Parquet file with more than ``MAX_COLUMNS`` columns from its footer alone."""
+    import pyarrow.parquet as pq
+
+    n_columns = pq.ParquetFile(path).metadata.num_columns
+    if n_columns > MAX_COLUMNS:
+        raise ValueError(
+            f"it has {n_columns} columns, more than the {MAX_COLUMNS} gpexplain reads"
+        )
+
+
 def _read_excel(path: Path, header: str, names, sheet) -> pd.DataFrame:
     """One worksheet through pandas and openpyxl; header detection as for text files."""
+    _check_excel_expansion(path)
     try:
         raw = pd.read_excel(
             path, sheet_name=sheet, header=None, keep_default_na=False,

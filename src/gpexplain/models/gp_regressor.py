@@ -37,6 +37,7 @@ from gpexplain.models._fitting import (
 from gpexplain.models._kernel_choices import kernel_choice
 from gpexplain.models._params import MULTISTART_CONSTRAINTS, Integer
 from gpexplain.models._se_likelihood import maximise_se_marginal_likelihood
+from gpexplain.models._size import check_exact_size
 from gpexplain.models._standardisation import (
     FeatureScaling,
     choice_scaling,
@@ -133,9 +134,16 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     ------
     ValueError, TypeError
         From ``fit``: bad inputs (named column/row), fewer than 2 rows, all columns constant,
-        unknown kernel or optimizer.
+        unknown kernel or optimizer; more rows than memory holds (the fit's n x n matrices are
+        estimated before it starts, and the message offers ``SparseGPRegressor`` and
+        ``RandomFeatureGPRegressor``).
     FitError
         From ``fit``: the optimiser failed from every starting point.
+
+    Warns
+    -----
+    UserWarning
+        From ``fit``: the estimated fitting time (O(n^3)) exceeds 10 minutes.
     """
 
     _parameter_constraints = {
@@ -170,6 +178,12 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
                 f"a gx.kernels.RBF), not to kernel={self.kernel!r}; leave it None."
             )
         return choice, choice.is_ard(self.optimizer)
+
+    def _n_full_starts(self) -> int:
+        """How many starts are optimised on every row (the cost ``check_exact_size`` weighs)."""
+        if self.optimizer is None or self.restart_rows is not None:
+            return 1
+        return 1 + self.n_restarts
 
     def _starting_points(self, choice, ard: bool, scaling: FeatureScaling, y_scale) -> list:
         """Hyperparameters (standardised units) of the first and the random starts."""
@@ -224,6 +238,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     def _fit(self, X, y, names, callback) -> None:
         """Fit the hyperparameters and build the posterior (data and parameters validated)."""
         choice, ard = self._check_params()
+        check_exact_size(len(y), self._n_full_starts())
         constant, scaling = choice_scaling(X, names, choice.sees_constant_columns)
         x_mean, x_scale = scaling.x_mean, scaling.x_scale
         y_mean, y_scale = target_scaling(y)
