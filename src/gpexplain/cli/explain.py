@@ -147,19 +147,22 @@ def _stage(progress: Progress | PlainProgress, description: str, work):
 
 def _say_exact_cost(progress: Progress | PlainProgress, choice, data: Prepared) -> None:
     """Refuse an exact regression GP too large for memory, and say a long fit's estimate now,
-    not after it (the warnings caught during the run are shown at its end)."""
+    not after it (the warnings caught during the run are shown at its end). The estimate is
+    the one the estimator ``stages.fit`` builds will make (its number of full starts)."""
     if choice.model != "exact" or data.task != "regression":
         return
+    model = TASKS.get(data.task).build(choice, len(data.X))
     with warnings.catch_warnings(record=True) as slow:
         warnings.simplefilter("always")
         try:
-            check_exact_size(len(data.X))
+            check_exact_size(len(data.X), model._n_full_starts())
         except ValueError as error:
             progress.stop()
             fail(str(error))
     for record in slow:
         say(progress.console, f"Warning: {record.message}")
-        # Said once: the fit (and the held-out fit) would repeat it at the end.
+        # Said once: the fit (and the held-out fit) would repeat it at the end; the filter
+        # lasts as long as fit_and_explain's catch_warnings block.
         warnings.filterwarnings("ignore", message=r"the exact GP on \d+ rows will take")
 
 
