@@ -29,6 +29,7 @@ LAYERS = {
     "gpexplain._optional": 0,
     "gpexplain._version": 0,
     "gpexplain._torch": 0,
+    "gpexplain._threads": 0,
     # data
     "gpexplain.datasets": 1,
     "gpexplain._validation": 1,

@@ -9,6 +9,7 @@ so ``gx.plot`` works as before and a command-line start does not pay for them.
 import importlib
 
 from gpexplain import kernels, links
+from gpexplain._threads import set_num_threads
 from gpexplain._version import __version__ as __version__
 from gpexplain.accuracy import CompletenessWarning
 from gpexplain.attribution import Attribution
@@ -82,6 +83,7 @@ __all__ = [
     "plot",
     "poe",
     "save",
+    "set_num_threads",
     "shapley_values",
 ]
 _LAZY_SUBMODULES = frozenset({"datasets", "metrics", "plot", "poe"})

@@ -17,6 +17,8 @@ from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
+from gpexplain._threads import native_threads
+
 __all__ = [
     "check_client",
     "concatenate_chunks",
@@ -108,6 +110,7 @@ def iter_chunks(
     *,
     client=None,
     in_flight: int | None = None,
+    training_rows: int = 0,
 ) -> Iterator[tuple]:
     """``function(block, context)`` for consecutive row blocks of X, yielded in order.
 
@@ -126,6 +129,10 @@ def iter_chunks(
     in_flight : int, optional
         Most blocks submitted but not yet yielded (cluster only; default twice the cluster's
         worker threads). Bounds the memory of workers and client independently of n_points.
+    training_rows : int
+        Rows of the posterior the blocks are computed against: each block runs with the
+        native thread count ``gpexplain._threads.thread_count`` gives for it, here and on
+        the workers alike.
 
     Yields
     ------
@@ -145,12 +152,20 @@ def iter_chunks(
     starts = range(0, len(X), chunk_size)
     if check_client(client) is None:
         for start in starts:
-            yield function(X[start : start + chunk_size], context)
+            yield _run_block(function, X[start : start + chunk_size], context, training_rows)
         return
-    yield from _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight)
+    yield from _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight,
+                               training_rows)
 
 
-def _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight):
+def _run_block(function, block, context, training_rows):
+    """``function(block, context)`` under the library's native thread policy."""
+    with native_threads(training_rows):
+        return function(block, context)
+
+
+def _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight,
+                    training_rows):
     from distributed import as_completed
 
     if in_flight is None:
@@ -168,7 +183,8 @@ def _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight)
             while submitted < len(starts) and submitted - consumed < in_flight:
                 start = starts[submitted]
                 future = client.submit(
-                    function, X[start : start + chunk_size], shared, pure=False
+                    _run_block, function, X[start : start + chunk_size], shared,
+                    training_rows, pure=False,
                 )
                 index_of[future.key] = submitted
                 pending.add(future)

@@ -136,10 +136,6 @@ class Classification:
         return CLASSIFIER.build(choice.settings(n_rows))
 
     @staticmethod
-    def fit(model, X, y, callback):
-        return model.fit(X, y, callback=callback)
-
-    @staticmethod
     def stratify(y):
         """Stratified by class where every class has 2 rows."""
         return y if y.value_counts().min() >= 2 else None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from gpexplain._validation import as_target
 from gpexplain.cli import methods
@@ -70,14 +69,6 @@ class Regression:
         if warm_start is not None and choice.model == "exact" and choice.kernel == "ard":
             model.set_params(kernel=warm_start.kernel_, noise=warm_start.noise_, n_restarts=0)
         return model
-
-    @staticmethod
-    def fit(model, X, y, callback):
-        # One BLAS thread for the fit: OpenBLAS's threads spin on the fit's many small matrix
-        # operations (red wine, 1,599 rows, 2 cores: 27.0 s wall with two threads, 19.0 s with
-        # one).
-        with threadpool_limits(limits=1, user_api="blas"):
-            return model.fit(X, y, callback=callback)
 
     @staticmethod
     def stratify(y):

@@ -25,7 +25,7 @@ def fit(choice: Choice, X: pd.DataFrame, y: pd.Series, callback, task: str = "re
     ``callback``; ``warm_start``: a fitted model of the same rows (``Regression.build``)."""
     handler = TASKS.get(task)
     model = handler.build(choice, len(X), warm_start)
-    return handler.fit(model, X, y, callback)
+    return model.fit(X, y, callback=callback)
 
 
 def fit_quietly(choice: Choice, X: pd.DataFrame, y: pd.Series):

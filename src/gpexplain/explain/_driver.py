@@ -204,7 +204,7 @@ def explain(
         chunk_size = default_chunk_size(*Z.shape, copies_per_point=scheme.copies_per_point())
     chunks = iter_chunks(
         _explain_chunk, _ChunkTask(posterior, scheme, functional, return_cov), X, chunk_size,
-        client=client,
+        client=client, training_rows=len(Z),
     )
     if output_path is not None:
         return write_parquet(output_path, chunks, functional.output_names(posterior), caller)

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._threads import native_threads
 from gpexplain._validation import check_finite_result
 from gpexplain.accuracy import warn_if_sobol_inconsistent
 from gpexplain.explain._pipeline import through_pipeline
@@ -189,7 +190,9 @@ def global_sensitivity(
         chunk_size = default_chunk_size(n_basis, n_features, copies_per_point=3 * nodes + 8)
     else:
         sandwich_rows = min(sandwich_rows, chunk_size)
-    of_mean, expected, std = _moments(posterior, structure, measure, chunk_size, sandwich_rows)
+    with native_threads(len(posterior.train_inputs)):
+        of_mean, expected, std = _moments(posterior, structure, measure, chunk_size,
+                                          sandwich_rows)
     check_finite_result("global_sensitivity", of_mean, expected, std)
     total_variance, first, total, shapley = _split(of_mean)
     _, expected_first, expected_total, expected_shapley = _split(expected)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from gpexplain._threads import native_threads
 from gpexplain.models._params import ValidatedEstimator
 
 __all__ = ["PosteriorEstimator", "PosteriorPredictMixin"]
@@ -80,7 +81,8 @@ class PosteriorEstimator(ValidatedEstimator, PosteriorPredictMixin):
         """
         self._validate_params()
         X, y, names = self._validate_data(X, y)
-        self._fit(X, y, names, callback)
+        with native_threads(len(X)):
+            self._fit(X, y, names, callback)
         return self
 
     def _fit(self, X, y, names, callback) -> None:

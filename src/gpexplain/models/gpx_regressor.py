@@ -43,6 +43,7 @@ from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
+from gpexplain._threads import native_threads
 from gpexplain._torch import as_tensor, to_numpy
 from gpexplain._validation import (
     as_feature_matrix,
@@ -283,7 +284,8 @@ class GPXRegressor(ValidatedEstimator, RegressorMixin, BaseEstimator):
             self.weight_noise_ = float(self.weight_noise)
             self.noise_ = float(self.noise)
         else:
-            self._optimise(X, y, Z, constant, callback)
+            with native_threads(len(X)):
+                self._optimise(X, y, Z, constant, callback)
 
         self.X_train_, self.Z_train_ = X, Z
         kernel = LocallyLinear(self.kernel_, X.shape[1], self.weight_noise_)

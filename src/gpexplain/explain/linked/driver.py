@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gpexplain._registry import Registry
+from gpexplain._threads import native_threads
 from gpexplain.attribution import Attribution
 from gpexplain.explain._result import finished_attribution
 from gpexplain.explain.linked.moments import expected_probability_and_gradient
@@ -131,8 +132,9 @@ def explain_linked(linked: LinkedPosterior, X, functional, *, return_cov: bool =
             points, chunk_size or per_point,
         )
 
-    result = _evaluator(functional)(LinkedContext(linked, schemes, at), X, functional,
-                                    return_cov)
+    with native_threads(n_basis):
+        result = _evaluator(functional)(LinkedContext(linked, schemes, at), X, functional,
+                                        return_cov)
     method, error = result.method, linked.link.standard_error_
     if error:
         method = method[:-1] + f"; Monte Carlo standard error {error:.2g})"
