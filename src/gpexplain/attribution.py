@@ -17,15 +17,64 @@ from scipy.stats import norm
 
 from gpexplain._optional import require
 
-__all__ = ["Attribution"]
+__all__ = ["Attribution", "GaussianValues"]
 
 # The saved directory (``Attribution.save``): the tidy table, plus these arrays in arrays.npz.
 _TABLE = "attribution.parquet"
 _SAVED_ARRAYS = ("cov", "prediction", "baseline", "difference_variance")
 
 
+class GaussianValues:
+    """Per-value posterior summaries of a result with ``mean`` (n_points, D) and ``cov``
+    (n_points, D, D) or None: ``Attribution`` and ``ShapleyInteractions``."""
+
+    @property
+    def var(self) -> np.ndarray:
+        """Posterior variance of each value, (n_points, D); zeros without cov."""
+        if self.cov is None:
+            return np.zeros_like(self.mean)
+        return np.maximum(np.einsum("pii->pi", self.cov), 0.0)
+
+    @property
+    def std(self) -> np.ndarray:
+        """Posterior standard deviation of each value, (n_points, D)."""
+        return np.sqrt(self.var)
+
+    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Central credible interval of each value (Gaussian), each (n_points, D).
+
+        Raises
+        ------
+        ValueError
+            ``level`` not strictly between 0 and 1.
+        """
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
+        half = norm.ppf(0.5 + level / 2.0) * self.std
+        return self.mean - half, self.mean + half
+
+    def save(self, path):
+        """Save to a directory: metadata in ``gpexplain.json``, the covariance and per-point
+        arrays in ``arrays.npz`` (an ``Attribution`` also writes ``attribution.parquet``, the
+        table of ``to_frame``).
+
+        ``gx.load(path)`` reads it back identically (no pickle; see ``gpexplain.persistence``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A directory, created if needed.
+
+        Returns
+        -------
+        pathlib.Path
+        """
+        from gpexplain.persistence import save
+
+        return save(self, path)
+
 @dataclass(frozen=True)
-class Attribution:
+class Attribution(GaussianValues):
     """Posterior of feature attributions at a set of points.
 
     Attributes
@@ -80,31 +129,6 @@ class Attribution:
     @property
     def n_features(self) -> int:
         return self.mean.shape[1]
-
-    @property
-    def var(self) -> np.ndarray:
-        """Posterior variance of each attribution, (n_points, n_features); zeros without cov."""
-        if self.cov is None:
-            return np.zeros_like(self.mean)
-        return np.maximum(np.einsum("pii->pi", self.cov), 0.0)
-
-    @property
-    def std(self) -> np.ndarray:
-        """Posterior standard deviation of each attribution, (n_points, n_features)."""
-        return np.sqrt(self.var)
-
-    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Central credible interval of each attribution (Gaussian), each (n_points, n_features).
-
-        Raises
-        ------
-        ValueError
-            ``level`` not strictly between 0 and 1.
-        """
-        if not 0.0 < level < 1.0:
-            raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
-        half = norm.ppf(0.5 + level / 2.0) * self.std
-        return self.mean - half, self.mean + half
 
     def completeness_gap(self) -> dict[str, float]:
         """Largest completeness violations over the points.
@@ -298,25 +322,6 @@ class Attribution:
             upper_bounds=upper,
             error_std=self.std,
         )
-
-    def save(self, path):
-        """Save to a directory: ``attribution.parquet`` (the table of ``to_frame``), the
-        covariance and per-point arrays in ``arrays.npz``, metadata in ``gpexplain.json``.
-
-        ``gx.load(path)`` reads it back identically (no pickle; see ``gpexplain.persistence``).
-
-        Parameters
-        ----------
-        path : str or os.PathLike
-            A directory, created if needed.
-
-        Returns
-        -------
-        pathlib.Path
-        """
-        from gpexplain.persistence import save
-
-        return save(self, path)
 
     # ``gx.save``/``gx.load`` (``gpexplain.persistence``) use these for the format of its own
     # that ``_save_kind`` declares; persistence finds this class by the name in the header and
