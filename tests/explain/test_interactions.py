@@ -258,3 +258,24 @@ def test_arguments_are_validated_by_name():
                 rng.normal(size=(10, D)), 1.0), noise=0.1), XQ)
     with pytest.raises(ValueError, match="level"):
         gx.shapley_interactions(posterior, XQ).interval(1.5)
+
+
+def test_heatmap_and_dependence_plots():
+    plot = pytest.importorskip("gpexplain.plot")
+    result = gx.shapley_interactions(_posterior(), rng.normal(size=(6, D)), background=BACKGROUND)
+    figure = plot.plot_interactions(result)
+    image = figure.axes[0].images[0].get_array()
+    np.testing.assert_allclose(image, result.matrix().mean(0))
+    marked = figure.axes[0].lines[0].get_xydata()  # pairs whose 95% interval contains zero
+    lower, upper = result.mean[:, D:].mean(0) - 1.96 * result.std[:, D:].mean(0), \
+        result.mean[:, D:].mean(0) + 1.96 * result.std[:, D:].mean(0)
+    assert len(marked) == 2 * int(np.sum((lower <= 0) & (upper >= 0)))
+    plot.plot_interactions(result, point=2)
+    figure = plot.plot_interaction_dependence(result, "x1")
+    assert "x" in figure.axes[1].get_ylabel()
+    with pytest.raises(TypeError, match="ShapleyInteractions"):
+        plot.plot_interactions(gx.shapley_values(_posterior(), XQ, background=BACKGROUND))
+    with pytest.raises(ValueError, match="out of range"):
+        plot.plot_interactions(result, point=6)
+    with pytest.raises(ValueError, match="unknown feature"):
+        plot.plot_interaction_dependence(result, "nope")
