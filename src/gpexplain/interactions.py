@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from gpexplain._optional import require
-from gpexplain.attribution import GaussianValues
+from gpexplain.attribution import Attribution, GaussianValues
 
 __all__ = ["ShapleyInteractions"]
 
@@ -102,6 +102,34 @@ class ShapleyInteractions(GaussianValues):
     def main_effects(self) -> np.ndarray:
         """The order-1 values, (n_points, d)."""
         return self.mean[:, : self.n_features]
+
+    def shapley_values(self) -> Attribution:
+        """The exact Shapley values with their covariance, a linear map of these values.
+
+        ``phi = A values`` with ``A = [I, 0]`` for SII (its order-1 values are the Shapley
+        values) and ``A = [I, H / 2]`` for k-SII and STII (each pair's half given back to its
+        two members, ``H`` the (d, pairs) incidence matrix); covariance ``A cov A^T``.
+
+        Returns
+        -------
+        Attribution
+            Complete: sums to ``prediction - baseline_prediction`` (and its covariance to
+            ``difference_variance``).
+        """
+        d = self.n_features
+        A = np.zeros((d, self.mean.shape[1]))
+        A[:, :d] = np.eye(d)
+        if self.index != "SII":
+            for p, (i, j) in enumerate(self.pairs):
+                A[[i, j], d + p] = 0.5
+        cov = None if self.cov is None else np.einsum("ia,pab,jb->pij", A, self.cov, A)
+        return Attribution(
+            mean=self.mean @ A.T, cov=cov, X=self.X, prediction=self.prediction,
+            baseline=self.baseline, baseline_prediction=self.baseline_prediction,
+            feature_names=list(self.feature_names),
+            method=f"exact Shapley values from the {self.method}",
+            difference_variance=self.difference_variance,
+        )
 
     def matrix(self, what: str = "mean") -> np.ndarray:
         """Pairwise values as symmetric (n_points, d, d) matrices with a zero diagonal.

@@ -173,6 +173,12 @@ def test_sii_order_one_values_are_the_shapley_values():
     _close(interactions.main_effects(), values.mean, 1e-12)
     _close(interactions.cov[:, :D, :D], values.cov, 1e-12)
     assert interactions.baseline_prediction == values.baseline_prediction
+    for index in INDICES:  # every index gives the Shapley values back, mean and covariance
+        back = gx.shapley_interactions(posterior, XQ, background=BACKGROUND,
+                                       index=index).shapley_values()
+        _close(back.mean, values.mean, 1e-12)
+        _close(back.cov, values.cov, 1e-12)
+        assert max(back.completeness_gap().values()) < 1e-12
 
 
 def test_thirty_features():

@@ -135,6 +135,7 @@ METHODS.register("shapley-interactions", Method(
     "additive GP, with their joint posterior covariance",
     local=True, levels=("latent",), complete=True, outputs="interactions",
     references=(_GRABISCH_ROUBENS, _STII, _BORDT, _OWEN_MULTILINEAR, _ADDITIVE_SHAPLEY),
+    cli_name="interactions",
 ))
 METHODS.register("gpx-contributions", Method(
     gpx_explanation,
