@@ -285,3 +285,49 @@ def test_heatmap_and_dependence_plots():
         plot.plot_interactions(result, point=6)
     with pytest.raises(ValueError, match="unknown feature"):
         plot.plot_interaction_dependence(result, "nope")
+
+
+def _second_order_on_grid(values, d):
+    """Pure second-order Sobol variances of a function tabulated on a tensor grid with equal
+    weights (axes = features, leading axes = samples), from the ANOVA definition."""
+    axes = tuple(range(values.ndim - d, values.ndim))
+    out = np.zeros(values.shape[: values.ndim - d] + (d, d))
+    total = values.mean(axis=axes, keepdims=True)
+    for i in range(d):
+        for j in range(i + 1, d):
+            keep_i = tuple(a for a in axes if a != axes[i])
+            keep_j = tuple(a for a in axes if a != axes[j])
+            keep_ij = tuple(a for a in axes if a not in (axes[i], axes[j]))
+            g = (values.mean(axis=keep_ij, keepdims=True) - values.mean(axis=keep_i, keepdims=True)
+                 - values.mean(axis=keep_j, keepdims=True) + total)
+            out[..., i, j] = out[..., j, i] = (g**2).mean(axis=axes)
+    return out
+
+
+def test_second_order_sobol_against_enumeration_and_monte_carlo():
+    atoms = rng.normal(size=(3, D))
+    posterior = _posterior()
+    result = gx.global_sensitivity(posterior, Empirical(atoms), interactions=True)
+    grid = np.array(np.meshgrid(*[atoms[:, j] for j in range(D)], indexing="ij"))
+    points = grid.reshape(D, -1).T
+    mean, cov = posterior.predict(points, return_cov=True)
+    shape = (3,) * D
+    _close(result.second_order, _second_order_on_grid(mean.reshape(shape), D), 1e-10)
+    n_samples = 3000
+    jitter = 1e-10 * np.trace(cov) / len(cov) * np.eye(len(cov))
+    paths = np.random.default_rng(7).multivariate_normal(mean, cov + jitter, size=n_samples,
+                                                         method="eigh")
+    sampled = _second_order_on_grid(paths.reshape((n_samples, *shape)), D)
+    rows, cols = np.triu_indices(D, 1)
+    sampled = sampled[:, rows, cols]
+    standard_error = sampled.std(0) / np.sqrt(n_samples)
+    z = (sampled.mean(0) - result.expected_second_order[rows, cols]) / standard_error
+    assert np.max(np.abs(z)) < 5.0, z
+    variance_error = np.sqrt(((sampled - sampled.mean(0)) ** 4).mean(0) - sampled.var(0) ** 2)
+    z_var = (sampled.var(0) - result.second_order_std[rows, cols] ** 2) / (
+        variance_error / np.sqrt(n_samples))
+    assert np.max(np.abs(z_var)) < 5.0, z_var
+    frame = result.interactions_frame()
+    assert len(frame) == D * (D - 1) // 2 and not frame.isna().any().any()
+    with pytest.raises(ValueError, match="interactions=True"):
+        gx.global_sensitivity(posterior, Empirical(atoms)).interactions_frame()
