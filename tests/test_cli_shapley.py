@@ -130,3 +130,15 @@ def test_interactions_refuse_other_kernels(tmp_path, small_csv):
                     "--out", tmp_path / "o", "--method", "interactions", "--kernel", "matern52")
     assert result.exit_code == 2 and "--method interactions needs a product kernel" in (
         result.stderr)
+
+
+def test_sensitivity_interactions(tmp_path, small_csv):
+    out = tmp_path / "sens"
+    result = invoke("sensitivity", small_csv, "--target", "y", "--out", out, "--interactions")
+    assert_ok(result)
+    table = pd.read_csv(out / "interactions.csv")
+    assert list(table[["feature_i", "feature_j"]].itertuples(index=False, name=None)) == [
+        ("a", "b"), ("a", "c"), ("b", "c")]
+    assert np.all(table["second_order"] >= 0) and np.all(table["second_order_std"] >= 0)
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["interactions"]) == 3 and "interactions.csv" in result.stdout
