@@ -17,7 +17,7 @@ from scipy.stats import norm
 
 from gpexplain._optional import require
 
-__all__ = ["Attribution", "GaussianValues"]
+__all__ = ["Attribution", "GaussianValues", "group_matrix", "grouped_values"]
 
 # The saved directory (``Attribution.save``): the tidy table, plus these arrays in arrays.npz.
 _TABLE = "attribution.parquet"
@@ -194,45 +194,8 @@ class Attribution(GaussianValues):
             ungrouped feature, or ``X``/``baseline`` of the wrong shape (or ``X`` missing for a
             group with several members).
         """
-        if not isinstance(groups, Mapping):
-            raise TypeError(f"groups must map group names to feature names, got {type(groups)}.")
-        owner: dict[str, str] = {}
-        for name, members in groups.items():
-            if isinstance(members, str) or not isinstance(members, Sequence):
-                raise TypeError(f"group {name!r} must be a sequence of feature names.")
-            if len(members) == 0:
-                raise ValueError(f"group {name!r} is empty; give at least one feature name.")
-            for member in members:
-                if member not in self.feature_names:
-                    raise ValueError(
-                        f"group {name!r} names unknown feature {member!r}; the features are "
-                        f"{self.feature_names}."
-                    )
-                if member in owner:
-                    raise ValueError(
-                        f"feature {member!r} is in groups {owner[member]!r} and {name!r}; "
-                        "each feature belongs to one group."
-                    )
-                owner[member] = str(name)
-        clash = set(map(str, groups)) & (set(self.feature_names) - set(owner))
-        if clash:
-            raise ValueError(f"group names {sorted(clash)} are also ungrouped feature names.")
-        names = list(dict.fromkeys(owner.get(f, f) for f in self.feature_names))
-        matrix = np.zeros((len(names), self.n_features))
-        for i, feature in enumerate(self.feature_names):
-            matrix[names.index(owner.get(feature, feature)), i] = 1.0
-        single = matrix.sum(axis=1) == 1
-        member = matrix.argmax(axis=1)  # the one member of one-member groups
-        if X is None:
-            if not single.all():
-                raise ValueError(
-                    "X is required when a group has several members: give the values of the "
-                    f"grouped features, shape ({self.n_points}, {len(names)})."
-                )
-            X = self.X[:, member]
-        X = np.asarray(X)
-        if X.shape != (self.n_points, len(names)):
-            raise ValueError(f"X must have shape {(self.n_points, len(names))}, got {X.shape}.")
+        names, matrix = group_matrix(groups, self.feature_names)
+        X, single, member = grouped_values(X, matrix, names, self.X)
         if baseline is None and self.baseline is not None and single.all():
             baseline = self.baseline[..., member]
         if baseline is not None:
@@ -372,3 +335,63 @@ class Attribution(GaussianValues):
             f"Attribution({self.method}: {self.n_points} points x {self.n_features} features, "
             f"{cov})"
         )
+
+
+def group_matrix(groups, feature_names: list[str]) -> tuple[list[str], np.ndarray]:
+    """``(names, A)``: the grouped features' names and the 0/1 matrix ``A[g, i]`` (feature i
+    in group g) of ``Attribution.group`` (features in no group stay as they are, in the order
+    of their first member).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As ``Attribution.group``.
+    """
+    if not isinstance(groups, Mapping):
+        raise TypeError(f"groups must map group names to feature names, got {type(groups)}.")
+    owner: dict[str, str] = {}
+    for name, members in groups.items():
+        if isinstance(members, str) or not isinstance(members, Sequence):
+            raise TypeError(f"group {name!r} must be a sequence of feature names.")
+        if len(members) == 0:
+            raise ValueError(f"group {name!r} is empty; give at least one feature name.")
+        for member in members:
+            if member not in feature_names:
+                raise ValueError(
+                    f"group {name!r} names unknown feature {member!r}; the features are "
+                    f"{feature_names}."
+                )
+            if member in owner:
+                raise ValueError(
+                    f"feature {member!r} is in groups {owner[member]!r} and {name!r}; "
+                    "each feature belongs to one group."
+                )
+            owner[member] = str(name)
+    clash = set(map(str, groups)) & (set(feature_names) - set(owner))
+    if clash:
+        raise ValueError(f"group names {sorted(clash)} are also ungrouped feature names.")
+    names = list(dict.fromkeys(owner.get(f, f) for f in feature_names))
+    matrix = np.zeros((len(names), len(feature_names)))
+    for i, feature in enumerate(feature_names):
+        matrix[names.index(owner.get(feature, feature)), i] = 1.0
+    return names, matrix
+
+
+def grouped_values(X, matrix: np.ndarray, names: list[str], own_X: np.ndarray):
+    """The grouped features' values ``X`` (given, or the members' own for one-member groups),
+    checked to shape (n_points, n_groups); also which groups have one member and its position.
+    """
+    n_points = len(own_X)
+    single = matrix.sum(axis=1) == 1
+    member = matrix.argmax(axis=1)  # the one member of one-member groups
+    if X is None:
+        if not single.all():
+            raise ValueError(
+                "X is required when a group has several members: give the values of the "
+                f"grouped features, shape ({n_points}, {len(names)})."
+            )
+        X = own_X[:, member]
+    X = np.asarray(X)
+    if X.shape != (n_points, len(names)):
+        raise ValueError(f"X must have shape {(n_points, len(names))}, got {X.shape}.")
+    return X, single, member

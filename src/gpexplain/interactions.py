@@ -8,14 +8,14 @@ in lexicographic order. Under a GP posterior they are jointly Gaussian: a mean v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from gpexplain._optional import require
-from gpexplain.attribution import Attribution, GaussianValues
+from gpexplain.attribution import Attribution, GaussianValues, group_matrix, grouped_values
 
 __all__ = ["ShapleyInteractions"]
 
@@ -130,6 +130,49 @@ class ShapleyInteractions(GaussianValues):
             method=f"exact Shapley values from the {self.method}",
             difference_variance=self.difference_variance,
         )
+
+    def group(self, groups, X=None, baseline=None) -> ShapleyInteractions:
+        """The values of groups of features (e.g. the indicators of a one-hot column): a linear
+        map ``T`` of the Gaussian values, mean ``T mean`` and covariance ``T cov T^T``.
+
+        A group's order-1 value is the sum of its members' order-1 values plus (k-SII, STII)
+        the pairs inside the group, so the efficiency identity is kept exactly; for SII, whose
+        efficiency holds on the order-1 values alone, the pairs inside a group are left out.
+        The pair of two groups is the sum of the pairs between their members. These are sums
+        of the members' values, not the index of a game in which a block is one player.
+
+        Parameters
+        ----------
+        groups, X, baseline
+            As ``Attribution.group``.
+
+        Returns
+        -------
+        ShapleyInteractions
+            Over the grouped features.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As ``Attribution.group``.
+        """
+        names, membership = group_matrix(groups, self.feature_names)
+        X, single, member = grouped_values(X, membership, names, self.X)
+        if baseline is None and self.baseline is not None and single.all():
+            baseline = self.baseline[..., member]
+        owner = membership.argmax(axis=0)
+        g, d = len(names), self.n_features
+        new_pairs = {pair: g + p for p, pair in enumerate(
+            (a, b) for a in range(g) for b in range(a + 1, g))}
+        T = np.zeros((g + len(new_pairs), self.mean.shape[1]))
+        T[owner, np.arange(d)] = 1.0
+        inside = 0.0 if self.index == "SII" else 1.0
+        for p, (i, j) in enumerate(self.pairs):
+            a, b = sorted((owner[i], owner[j]))
+            T[a if a == b else new_pairs[a, b], d + p] = inside if a == b else 1.0
+        cov = None if self.cov is None else np.einsum("ia,pab,jb->pij", T, self.cov, T)
+        return replace(self, mean=self.mean @ T.T, cov=cov, X=X, baseline=baseline,
+                       feature_names=list(names))
 
     def matrix(self, what: str = "mean") -> np.ndarray:
         """Pairwise values as symmetric (n_points, d, d) matrices with a zero diagonal.

@@ -331,3 +331,16 @@ def test_second_order_sobol_against_enumeration_and_monte_carlo():
     assert len(frame) == D * (D - 1) // 2 and not frame.isna().any().any()
     with pytest.raises(ValueError, match="interactions=True"):
         gx.global_sensitivity(posterior, Empirical(atoms)).interactions_frame()
+
+
+def test_pipeline_with_a_text_column_groups_the_indicators():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(Z[:, :3], columns=["a", "b", "c"])
+    frame["kind"] = np.where(Z[:, 3] > 0, "up", "down")
+    pipeline = gx.make_pipeline(gx.GPRegressor(kernel="ard", n_restarts=0, max_iter=20))
+    pipeline.fit(frame, Y)
+    for index in ("k-SII", "SII"):
+        result = gx.shapley_interactions(pipeline, frame.iloc[:2], game="baseline", index=index)
+        assert result.feature_names == ["a", "b", "c", "kind"]
+        assert result.mean.shape == (2, 4 + 6) and list(result.X[0, 3:]) == [frame["kind"][0]]
+        assert max(result.efficiency_gap().values()) < 1e-8
