@@ -40,7 +40,7 @@ So every index is ``M`` times the *primitives* ``(phi_1..phi_d, I_12, ..., I_(d-
 (SII, k-SII) or ``w = 2 (1 - t)`` (STII), and ``M`` the identity (SII) or "subtract half of
 each pair from its two members" (k-SII, STII). The integrands are polynomials of degree at most
 ``d - 1`` in t: ``ceil(d / 2)`` Gauss-Legendre nodes on (0, 1) are exact, never 2^d. The pair
-products ``prod_{k != i, j}`` are leave-one-out products with ``c_i`` set to 1 (no division).
+products ``prod_{k != i, j}`` are prefix, middle and suffix products (no division).
 
 **Efficiency** (checked on every result by ``gx.shapley_interactions``): with ``e`` the index's
 efficiency weights, ``e^T values = v(N) - v({}) = m(x) - v({})`` and ``e^T Cov e = Var[f(x) -
@@ -69,7 +69,6 @@ from gpexplain.functionals.product_shapley import (
     ProductShapley,
     ProductShapleyScheme,
     gauss_legendre_unit,
-    leave_one_out_products,
     multilinear_shapley,
 )
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
@@ -138,12 +137,17 @@ def multilinear_pairs(p, q, nodes, pair_weights, delta=None) -> np.ndarray:
         delta = p - q
     path = q[..., None, :] + nodes[:, None] * delta[..., None, :]  # (..., m, d)
     n_features = path.shape[-1]
+    # prod_{k != i, j} = (prod_{k < i}) (prod_{i < k < j}) (prod_{k > j}): prefix and suffix
+    # products once, the middle run per i by one cumulative product (no division).
+    ones = np.ones(path.shape[:-1] + (1,))
+    prefix = np.cumprod(np.concatenate([ones, path[..., :-1]], axis=-1), axis=-1)
+    suffix = np.cumprod(np.concatenate([ones, path[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
     blocks = []
     for i in range(n_features - 1):
-        held = path.copy()
-        held[..., i] = 1.0
-        without = np.einsum("...md,m->...d", leave_one_out_products(held), pair_weights)
-        blocks.append(delta[..., i:i + 1] * delta[..., i + 1:] * without[..., i + 1:])
+        middle = np.cumprod(np.concatenate([ones, path[..., i + 1:-1]], axis=-1), axis=-1)
+        without = np.einsum("...mk,m->...k", prefix[..., i:i + 1] * middle
+                            * suffix[..., i + 1:], pair_weights)
+        blocks.append(delta[..., i:i + 1] * delta[..., i + 1:] * without)
     if not blocks:
         return np.zeros(path.shape[:-2] + (0,))
     return np.concatenate(blocks, axis=-1)
