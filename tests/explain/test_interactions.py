@@ -344,3 +344,17 @@ def test_pipeline_with_a_text_column_groups_the_indicators():
         assert result.feature_names == ["a", "b", "c", "kind"]
         assert result.mean.shape == (2, 4 + 6) and list(result.X[0, 3:]) == [frame["kind"][0]]
         assert max(result.efficiency_gap().values()) < 1e-8
+
+
+def test_adapted_scikit_learn_posterior_agrees_with_its_shapley_values():
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF as SklearnRBF
+    from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
+
+    kernel = ConstantKernel(1.3) * SklearnRBF([0.8, 1.1, 1.5, 0.9]) + WhiteKernel(0.05)
+    gpr = GaussianProcessRegressor(kernel, optimizer=None, normalize_y=True).fit(Z, Y)
+    posterior = gx.from_sklearn(gpr)
+    result = gx.shapley_interactions(posterior, XQ, background=BACKGROUND, index="STII")
+    values = gx.shapley_values(posterior, XQ, background=BACKGROUND)
+    _close(result.shapley_values().mean, values.mean, 1e-10)
+    np.testing.assert_allclose(result.prediction, gpr.predict(XQ), rtol=0, atol=1e-10)
