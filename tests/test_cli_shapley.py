@@ -142,3 +142,9 @@ def test_sensitivity_interactions(tmp_path, small_csv):
     assert np.all(table["second_order"] >= 0) and np.all(table["second_order_std"] >= 0)
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["interactions"]) == 3 and "interactions.csv" in result.stdout
+
+
+def test_interactions_refuse_dask_before_fitting(tmp_path, small_csv):
+    result = invoke("explain", small_csv, "--target", "y", "--no-holdout", "--rows", "0:2",
+                    "--out", tmp_path / "o", "--method", "interactions", "--workers", "1")
+    assert result.exit_code == 2 and "do not apply to --method interactions" in result.stderr

@@ -47,7 +47,11 @@ class Regression:
 
     @staticmethod
     def check(choice, executor) -> None:
-        """Every regression family and executor applies."""
+        """Every regression family applies; every executor but for ``--method interactions``
+        (computed in this process), which is refused before fitting."""
+        if choice.method == "interactions" and executor != (None, None):
+            raise ValueError("--dask-scheduler and --workers do not apply to --method "
+                             "interactions (it runs in this process; drop them)")
 
     @staticmethod
     def empty_holdout(seed: int) -> dict:
