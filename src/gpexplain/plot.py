@@ -616,18 +616,18 @@ def _check_interactions(result):
 def plot_interactions(result, point: int | None = None, ax: Axes | None = None) -> Figure:
     """Heatmap of the pairwise Shapley interactions, uncertain pairs marked.
 
-    Cell ``(i, j)`` is the posterior mean of the pair's interaction at ``point``, or averaged
-    over the points when ``point`` is None. A dot marks a pair whose 95% credible interval
-    contains zero: at one point the Gaussian interval ``mean +- 1.96 sd``; for the average, the
-    conservative interval ``average +- 1.96 * (average sd)`` (the standard deviation of an
-    average is at most the average of the standard deviations, whatever the unknown
-    correlation between points). Without a covariance nothing is marked.
+    At one point (``point`` given), cell ``(i, j)`` is the posterior mean of the pair's
+    interaction (diverging colours, signed), and a dot marks a pair whose 95% credible interval
+    ``mean +- 1.96 sd`` contains zero. Over all points (``point`` None), the cell is the mean
+    over the points of ``|posterior mean|`` (signed values of opposite sign would cancel), and
+    a dot marks a pair whose 95% interval contains zero at every point. Without a covariance
+    nothing is marked.
 
     Parameters
     ----------
     result : ShapleyInteractions
     point : int, optional
-        Position of the point; None averages over all points.
+        Position of the point; None summarises all points.
     ax : matplotlib Axes, optional
 
     Returns
@@ -645,8 +645,8 @@ def plot_interactions(result, point: int | None = None, ax: Axes | None = None) 
     if point is not None:
         point = _point_position(result, point)
     rows = slice(None) if point is None else slice(point, point + 1)
-    mean = result.matrix("mean")[rows].mean(axis=0)
-    std = result.matrix("std")[rows].mean(axis=0)
+    mean = result.matrix("mean")[rows]
+    half = norm.ppf(0.5 + _LEVEL / 2.0) * result.matrix("std")[rows]
     d = result.n_features
     if ax is None:
         side = 2.4 + 0.42 * d
@@ -654,22 +654,28 @@ def plot_interactions(result, point: int | None = None, ax: Axes | None = None) 
         ax = figure.subplots()
     else:
         figure = ax.figure
-    limit = max(float(np.abs(mean).max()), 1e-300)
-    image = ax.imshow(mean, cmap="RdBu_r", vmin=-limit, vmax=limit)
-    figure.colorbar(image, ax=ax, label=f"{result.index} interaction (units of the target)")
+    if point is None:
+        shown = np.abs(mean).mean(axis=0)
+        image = ax.imshow(shown, cmap="Reds", vmin=0.0, vmax=max(float(shown.max()), 1e-300))
+        label = f"mean |{result.index} interaction| (units of the target)"
+    else:
+        shown = mean[0]
+        limit = max(float(np.abs(shown).max()), 1e-300)
+        image = ax.imshow(shown, cmap="RdBu_r", vmin=-limit, vmax=limit)
+        label = f"{result.index} interaction (units of the target)"
+    figure.colorbar(image, ax=ax, label=label)
     if result.cov is not None:
-        half = norm.ppf(0.5 + _LEVEL / 2.0) * std
-        uncertain = (np.abs(mean) <= half) & ~np.eye(d, dtype=bool)
-        rows_, cols_ = np.nonzero(uncertain)
-        ax.plot(cols_, rows_, "o", color="0.35", markersize=3.0, linestyle="none",
-                label="95% interval contains 0")
-        if rows_.size:
+        uncertain = np.all(np.abs(mean) <= half, axis=0) & ~np.eye(d, dtype=bool)
+        marked_rows, marked_cols = np.nonzero(uncertain)
+        what = "95% interval contains 0" + (" at every point" if point is None else "")
+        ax.plot(marked_cols, marked_rows, "o", color="0.35", markersize=3.0, linestyle="none",
+                label=what)
+        if marked_rows.size:
             ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0.0, -0.12))
     names = [_plain(name) for name in result.feature_names]
     ax.set_xticks(np.arange(d), names, rotation=60, ha="right")
     ax.set_yticks(np.arange(d), names)
-    where = (f"point {point}" if point is not None
-             else f"mean over {result.n_points} points")
+    where = f"point {point}" if point is not None else f"{result.n_points} points"
     ax.set_title(f"Pairwise interactions ({where})", fontsize="medium")
     return figure
 

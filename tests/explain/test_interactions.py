@@ -276,11 +276,13 @@ def test_heatmap_and_dependence_plots():
     result = gx.shapley_interactions(_posterior(), rng.normal(size=(6, D)), background=BACKGROUND)
     figure = plot.plot_interactions(result)
     image = figure.axes[0].images[0].get_array()
-    np.testing.assert_allclose(image, result.matrix().mean(0))
-    marked = figure.axes[0].lines[0].get_xydata()  # pairs whose 95% interval contains zero
-    lower, upper = result.mean[:, D:].mean(0) - 1.96 * result.std[:, D:].mean(0), \
-        result.mean[:, D:].mean(0) + 1.96 * result.std[:, D:].mean(0)
-    assert len(marked) == 2 * int(np.sum((lower <= 0) & (upper >= 0)))
+    np.testing.assert_allclose(image, np.abs(result.matrix()).mean(0))
+    marked = figure.axes[0].lines[0].get_xydata()  # pairs whose interval contains 0 everywhere
+    lower, upper = result.interval()
+    everywhere = np.all((lower[:, D:] <= 0) & (upper[:, D:] >= 0), axis=0)
+    assert len(marked) == 2 * int(everywhere.sum())
+    figure = plot.plot_interactions(result, point=2)
+    np.testing.assert_allclose(figure.axes[0].images[0].get_array(), result.matrix()[2])
     plot.plot_interactions(result, point=2)
     figure = plot.plot_interaction_dependence(result, "x1")
     assert "x" in figure.axes[1].get_ylabel()
