@@ -8,6 +8,8 @@ L-BFGS start, to spare the shared CPU), then conditioned on n rows with ``optimi
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 from _common import data_path
@@ -29,6 +31,13 @@ def load(name: str, n_rows: int, seed: int):
     X = frame.drop(columns=[y.name])
     rows = np.random.default_rng(seed).permutation(len(frame))[:n_rows]
     return X.to_numpy(float)[rows], y.to_numpy(float)[rows], [str(c) for c in X.columns]
+
+
+def timed(function, n_points):
+    """``(function(), wall-clock seconds per point)``."""
+    start = time.perf_counter()
+    result = function()
+    return result, (time.perf_counter() - start) / n_points
 
 
 def fit_sklearn_gp(X, y, seed: int):

@@ -42,17 +42,11 @@ import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import machine_info, write_results  # noqa: E402
-from _product_gp_data import fit_sklearn_gp, load  # noqa: E402
+from _product_gp_data import fit_sklearn_gp, load, timed  # noqa: E402
 
 import gpexplain as gx  # noqa: E402
 
 SHAP_EXACT_MAX_D = 12
-
-
-def timed(function, n_points):
-    start = time.perf_counter()
-    result = function()
-    return result, (time.perf_counter() - start) / n_points
 
 
 def run_dataset(name, n_rows, n_points, n_background, seed):

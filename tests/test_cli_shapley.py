@@ -102,3 +102,49 @@ def test_sensitivity_refuses_class_labels_naming_the_alternatives(tmp_path, labe
     message = " ".join(result.stderr.split())
     assert "holds class labels" in message and "--method shapley" in message
     assert "gx.global_sensitivity" in message and "--task" not in message
+
+
+def test_interactions_method_writes_interactions_csv_and_report(tmp_path, small_csv):
+    # --model additive takes the same path (its fit is slow; its values: tests/explain)
+    out = tmp_path / "out"
+    result = invoke("explain", small_csv, "--target", "y", "--rows", "0:2", "--no-holdout",
+                    "--out", out, "--method", "interactions", "--background", "5", "--report")
+    assert_ok(result)
+    table = pd.read_csv(out / "interactions.csv")
+    assert list(table.columns) == ["row", "point", "order", "feature_i", "feature_j", "value",
+                                   "std", "lower", "upper"]
+    summary = json.loads((out / "summary.json").read_text())
+    d = len(summary["feature_names"])
+    assert len(table) == 2 * (d + d * (d - 1) // 2)
+    assert summary["method_id"] == "shapley-interactions"
+    assert summary["interactions"]["index"] == "k-SII"
+    assert max(summary["interactions"]["efficiency_gap"].values()) < 1e-8
+    assert summary["completeness_gap"]["mean"] < 1e-8  # attributions.csv: the Shapley values
+    assert (out / "interactions.png").is_file()
+    report = (out / "report.html").read_text()
+    assert "Pairwise Shapley interactions" in report and "Grabisch" in report
+
+
+def test_interactions_refuse_other_kernels(tmp_path, small_csv):
+    result = invoke("explain", small_csv, "--target", "y", "--no-holdout", "--rows", "0:2",
+                    "--out", tmp_path / "o", "--method", "interactions", "--kernel", "matern52")
+    assert result.exit_code == 2 and "--method interactions needs a product kernel" in (
+        result.stderr)
+
+
+def test_sensitivity_interactions(tmp_path, small_csv):
+    out = tmp_path / "sens"
+    result = invoke("sensitivity", small_csv, "--target", "y", "--out", out, "--interactions")
+    assert_ok(result)
+    table = pd.read_csv(out / "interactions.csv")
+    assert list(table[["feature_i", "feature_j"]].itertuples(index=False, name=None)) == [
+        ("a", "b"), ("a", "c"), ("b", "c")]
+    assert np.all(table["second_order"] >= 0) and np.all(table["second_order_std"] >= 0)
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["interactions"]) == 3 and "interactions.csv" in result.stdout
+
+
+def test_interactions_refuse_dask_before_fitting(tmp_path, small_csv):
+    result = invoke("explain", small_csv, "--target", "y", "--no-holdout", "--rows", "0:2",
+                    "--out", tmp_path / "o", "--method", "interactions", "--workers", "1")
+    assert result.exit_code == 2 and "do not apply to --method interactions" in result.stderr

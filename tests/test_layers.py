@@ -42,6 +42,7 @@ LAYERS = {
     # results
     "gpexplain.attribution": 3,
     "gpexplain.global_attribution": 3,
+    "gpexplain.interactions": 3,
     "gpexplain.persistence": 3,
     # kernels
     "gpexplain.kernels": 4,

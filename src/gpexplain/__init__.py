@@ -19,10 +19,12 @@ from gpexplain.explain import (
     gpx_explanation,
     gradients,
     integrated_gradients,
+    shapley_interactions,
     shapley_values,
 )
 from gpexplain.explain.sensitivity import global_sensitivity
 from gpexplain.global_attribution import GlobalSensitivity, GlobalShapleyValues
+from gpexplain.interactions import ShapleyInteractions
 from gpexplain.kernels import measures
 from gpexplain.models import (
     AdditiveGPRegressor,
@@ -63,6 +65,7 @@ __all__ = [
     "MixturePosterior",
     "RandomFeatureGPRegressor",
     "RandomFeaturePosterior",
+    "ShapleyInteractions",
     "SparseGPRegressor",
     "VariationalPosterior",
     "datasets",
@@ -84,6 +87,7 @@ __all__ = [
     "poe",
     "save",
     "set_num_threads",
+    "shapley_interactions",
     "shapley_values",
 ]
 _LAZY_SUBMODULES = frozenset({"datasets", "metrics", "plot", "poe"})

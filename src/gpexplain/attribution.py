@@ -17,15 +17,64 @@ from scipy.stats import norm
 
 from gpexplain._optional import require
 
-__all__ = ["Attribution"]
+__all__ = ["Attribution", "GaussianValues", "group_matrix", "grouped_values"]
 
 # The saved directory (``Attribution.save``): the tidy table, plus these arrays in arrays.npz.
 _TABLE = "attribution.parquet"
 _SAVED_ARRAYS = ("cov", "prediction", "baseline", "difference_variance")
 
 
+class GaussianValues:
+    """Per-value posterior summaries of a result with ``mean`` (n_points, D) and ``cov``
+    (n_points, D, D) or None: ``Attribution`` and ``ShapleyInteractions``."""
+
+    @property
+    def var(self) -> np.ndarray:
+        """Posterior variance of each value, (n_points, D); zeros without cov."""
+        if self.cov is None:
+            return np.zeros_like(self.mean)
+        return np.maximum(np.einsum("pii->pi", self.cov), 0.0)
+
+    @property
+    def std(self) -> np.ndarray:
+        """Posterior standard deviation of each value, (n_points, D)."""
+        return np.sqrt(self.var)
+
+    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Central credible interval of each value (Gaussian), each (n_points, D).
+
+        Raises
+        ------
+        ValueError
+            ``level`` not strictly between 0 and 1.
+        """
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
+        half = norm.ppf(0.5 + level / 2.0) * self.std
+        return self.mean - half, self.mean + half
+
+    def save(self, path):
+        """Save to a directory: metadata in ``gpexplain.json``, the covariance and per-point
+        arrays in ``arrays.npz`` (an ``Attribution`` also writes ``attribution.parquet``, the
+        table of ``to_frame``).
+
+        ``gx.load(path)`` reads it back identically (no pickle; see ``gpexplain.persistence``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A directory, created if needed.
+
+        Returns
+        -------
+        pathlib.Path
+        """
+        from gpexplain.persistence import save
+
+        return save(self, path)
+
 @dataclass(frozen=True)
-class Attribution:
+class Attribution(GaussianValues):
     """Posterior of feature attributions at a set of points.
 
     Attributes
@@ -80,31 +129,6 @@ class Attribution:
     @property
     def n_features(self) -> int:
         return self.mean.shape[1]
-
-    @property
-    def var(self) -> np.ndarray:
-        """Posterior variance of each attribution, (n_points, n_features); zeros without cov."""
-        if self.cov is None:
-            return np.zeros_like(self.mean)
-        return np.maximum(np.einsum("pii->pi", self.cov), 0.0)
-
-    @property
-    def std(self) -> np.ndarray:
-        """Posterior standard deviation of each attribution, (n_points, n_features)."""
-        return np.sqrt(self.var)
-
-    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Central credible interval of each attribution (Gaussian), each (n_points, n_features).
-
-        Raises
-        ------
-        ValueError
-            ``level`` not strictly between 0 and 1.
-        """
-        if not 0.0 < level < 1.0:
-            raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
-        half = norm.ppf(0.5 + level / 2.0) * self.std
-        return self.mean - half, self.mean + half
 
     def completeness_gap(self) -> dict[str, float]:
         """Largest completeness violations over the points.
@@ -170,45 +194,8 @@ class Attribution:
             ungrouped feature, or ``X``/``baseline`` of the wrong shape (or ``X`` missing for a
             group with several members).
         """
-        if not isinstance(groups, Mapping):
-            raise TypeError(f"groups must map group names to feature names, got {type(groups)}.")
-        owner: dict[str, str] = {}
-        for name, members in groups.items():
-            if isinstance(members, str) or not isinstance(members, Sequence):
-                raise TypeError(f"group {name!r} must be a sequence of feature names.")
-            if len(members) == 0:
-                raise ValueError(f"group {name!r} is empty; give at least one feature name.")
-            for member in members:
-                if member not in self.feature_names:
-                    raise ValueError(
-                        f"group {name!r} names unknown feature {member!r}; the features are "
-                        f"{self.feature_names}."
-                    )
-                if member in owner:
-                    raise ValueError(
-                        f"feature {member!r} is in groups {owner[member]!r} and {name!r}; "
-                        "each feature belongs to one group."
-                    )
-                owner[member] = str(name)
-        clash = set(map(str, groups)) & (set(self.feature_names) - set(owner))
-        if clash:
-            raise ValueError(f"group names {sorted(clash)} are also ungrouped feature names.")
-        names = list(dict.fromkeys(owner.get(f, f) for f in self.feature_names))
-        matrix = np.zeros((len(names), self.n_features))
-        for i, feature in enumerate(self.feature_names):
-            matrix[names.index(owner.get(feature, feature)), i] = 1.0
-        single = matrix.sum(axis=1) == 1
-        member = matrix.argmax(axis=1)  # the one member of one-member groups
-        if X is None:
-            if not single.all():
-                raise ValueError(
-                    "X is required when a group has several members: give the values of the "
-                    f"grouped features, shape ({self.n_points}, {len(names)})."
-                )
-            X = self.X[:, member]
-        X = np.asarray(X)
-        if X.shape != (self.n_points, len(names)):
-            raise ValueError(f"X must have shape {(self.n_points, len(names))}, got {X.shape}.")
+        names, matrix = group_matrix(groups, self.feature_names)
+        X, single, member = grouped_values(X, matrix, names, self.X)
         if baseline is None and self.baseline is not None and single.all():
             baseline = self.baseline[..., member]
         if baseline is not None:
@@ -299,25 +286,6 @@ class Attribution:
             error_std=self.std,
         )
 
-    def save(self, path):
-        """Save to a directory: ``attribution.parquet`` (the table of ``to_frame``), the
-        covariance and per-point arrays in ``arrays.npz``, metadata in ``gpexplain.json``.
-
-        ``gx.load(path)`` reads it back identically (no pickle; see ``gpexplain.persistence``).
-
-        Parameters
-        ----------
-        path : str or os.PathLike
-            A directory, created if needed.
-
-        Returns
-        -------
-        pathlib.Path
-        """
-        from gpexplain.persistence import save
-
-        return save(self, path)
-
     # ``gx.save``/``gx.load`` (``gpexplain.persistence``) use these for the format of its own
     # that ``_save_kind`` declares; persistence finds this class by the name in the header and
     # so does not import this module (the two are in one layer, and this one imports it).
@@ -367,3 +335,63 @@ class Attribution:
             f"Attribution({self.method}: {self.n_points} points x {self.n_features} features, "
             f"{cov})"
         )
+
+
+def group_matrix(groups, feature_names: list[str]) -> tuple[list[str], np.ndarray]:
+    """``(names, A)``: the grouped features' names and the 0/1 matrix ``A[g, i]`` (feature i
+    in group g) of ``Attribution.group`` (features in no group stay as they are, in the order
+    of their first member).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As ``Attribution.group``.
+    """
+    if not isinstance(groups, Mapping):
+        raise TypeError(f"groups must map group names to feature names, got {type(groups)}.")
+    owner: dict[str, str] = {}
+    for name, members in groups.items():
+        if isinstance(members, str) or not isinstance(members, Sequence):
+            raise TypeError(f"group {name!r} must be a sequence of feature names.")
+        if len(members) == 0:
+            raise ValueError(f"group {name!r} is empty; give at least one feature name.")
+        for member in members:
+            if member not in feature_names:
+                raise ValueError(
+                    f"group {name!r} names unknown feature {member!r}; the features are "
+                    f"{feature_names}."
+                )
+            if member in owner:
+                raise ValueError(
+                    f"feature {member!r} is in groups {owner[member]!r} and {name!r}; "
+                    "each feature belongs to one group."
+                )
+            owner[member] = str(name)
+    clash = set(map(str, groups)) & (set(feature_names) - set(owner))
+    if clash:
+        raise ValueError(f"group names {sorted(clash)} are also ungrouped feature names.")
+    names = list(dict.fromkeys(owner.get(f, f) for f in feature_names))
+    matrix = np.zeros((len(names), len(feature_names)))
+    for i, feature in enumerate(feature_names):
+        matrix[names.index(owner.get(feature, feature)), i] = 1.0
+    return names, matrix
+
+
+def grouped_values(X, matrix: np.ndarray, names: list[str], own_X: np.ndarray):
+    """The grouped features' values ``X`` (given, or the members' own for one-member groups),
+    checked to shape (n_points, n_groups); also which groups have one member and its position.
+    """
+    n_points = len(own_X)
+    single = matrix.sum(axis=1) == 1
+    member = matrix.argmax(axis=1)  # the one member of one-member groups
+    if X is None:
+        if not single.all():
+            raise ValueError(
+                "X is required when a group has several members: give the values of the "
+                f"grouped features, shape ({n_points}, {len(names)})."
+            )
+        X = own_X[:, member]
+    X = np.asarray(X)
+    if X.shape != (n_points, len(names)):
+        raise ValueError(f"X must have shape {(n_points, len(names))}, got {X.shape}.")
+    return X, single, member

@@ -127,6 +127,11 @@ class GlobalSensitivity(_PerFeatureVariances):
         Posterior standard deviation of ``Var_x f(x)``.
     feature_names : list of str
     method : str
+    second_order, expected_second_order, second_order_std : ndarray (n_features, n_features)
+        or None
+        With ``interactions=True``: the pure second-order (interaction) Sobol variances
+        ``V_ij = Var g_ij`` of the posterior mean (symmetric, zero diagonal), their posterior
+        expectations and standard deviations over f; None otherwise.
     """
 
     first_order: np.ndarray
@@ -143,6 +148,9 @@ class GlobalSensitivity(_PerFeatureVariances):
     total_variance_std: float
     feature_names: list[str]
     method: str = "global sensitivity"
+    second_order: np.ndarray | None = None
+    expected_second_order: np.ndarray | None = None
+    second_order_std: np.ndarray | None = None
     _per_feature = ("first_order", "total", "shapley_effects", "expected_first_order",
                     "expected_total", "expected_shapley_effects", "first_order_std",
                     "total_std", "shapley_effects_std")
@@ -187,6 +195,34 @@ class GlobalSensitivity(_PerFeatureVariances):
                 "shapley_effect_std": self.shapley_effects_std,
             }
         )
+
+    def interactions_frame(self) -> pd.DataFrame:
+        """One row per pair ``i < j``: ``feature_i``, ``feature_j``, ``second_order_index``
+        (``V_ij / Var m``), ``second_order`` (``V_ij`` of the posterior mean),
+        ``expected_second_order`` and ``second_order_std`` over f, and ``closed_index``
+        (``(V_i + V_j + V_ij) / Var m``, the closed second-order index of the pair).
+
+        Raises
+        ------
+        ValueError
+            The result was computed without ``interactions=True``.
+        """
+        if self.second_order is None:
+            raise ValueError("no second-order indices: call gx.global_sensitivity(..., "
+                             "interactions=True).")
+        rows, cols = np.triu_indices(self.n_features, 1)
+        names = np.asarray(self.feature_names, dtype=object)
+        pure = self.second_order[rows, cols]
+        return pd.DataFrame({
+            "feature_i": names[rows],
+            "feature_j": names[cols],
+            "second_order_index": self._normalise(pure),
+            "second_order": pure,
+            "expected_second_order": self.expected_second_order[rows, cols],
+            "second_order_std": self.second_order_std[rows, cols],
+            "closed_index": self._normalise(pure + self.first_order[rows]
+                                            + self.first_order[cols]),
+        })
 
     def __repr__(self) -> str:
         return (

@@ -24,6 +24,8 @@ __all__ = [
     "plot_global_importance",
     "plot_global_sensitivity",
     "plot_global_shapley",
+    "plot_interaction_dependence",
+    "plot_interactions",
     "plot_summary",
     "plot_waterfall",
 ]
@@ -597,4 +599,133 @@ def plot_dependence(attr: Attribution, feature, ax: Axes | None = None) -> Figur
     ax.set_ylabel(f"attribution of {name}\n(units of the target)")
     ax.set_title(f"Dependence: {name}", fontsize="medium")
     ax.legend(fontsize="small")
+    return figure
+
+
+def _check_interactions(result):
+    from gpexplain.interactions import ShapleyInteractions
+
+    if not isinstance(result, ShapleyInteractions):
+        raise TypeError(
+            f"result must be gpexplain ShapleyInteractions (from gx.shapley_interactions), got "
+            f"{type(result).__name__}."
+        )
+    return result
+
+
+def plot_interactions(result, point: int | None = None, ax: Axes | None = None) -> Figure:
+    """Heatmap of the pairwise Shapley interactions, uncertain pairs marked.
+
+    At one point (``point`` given), cell ``(i, j)`` is the posterior mean of the pair's
+    interaction (diverging colours, signed), and a dot marks a pair whose 95% credible interval
+    ``mean +- 1.96 sd`` contains zero. Over all points (``point`` None), the cell is the mean
+    over the points of ``|posterior mean|`` (signed values of opposite sign would cancel), and
+    a dot marks a pair whose 95% interval contains zero at every point. Without a covariance
+    nothing is marked.
+
+    Parameters
+    ----------
+    result : ShapleyInteractions
+    point : int, optional
+        Position of the point; None summarises all points.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        ``result`` is not ``ShapleyInteractions``.
+    ValueError
+        ``point`` out of range.
+    """
+    result = _check_interactions(result)
+    if point is not None:
+        point = _point_position(result, point)
+    rows = slice(None) if point is None else slice(point, point + 1)
+    mean = result.matrix("mean")[rows]
+    half = norm.ppf(0.5 + _LEVEL / 2.0) * result.matrix("std")[rows]
+    d = result.n_features
+    if ax is None:
+        side = 2.4 + 0.42 * d
+        figure = Figure(figsize=(side + 1.2, side), layout="constrained")
+        ax = figure.subplots()
+    else:
+        figure = ax.figure
+    if point is None:
+        shown = np.abs(mean).mean(axis=0)
+        image = ax.imshow(shown, cmap="Reds", vmin=0.0, vmax=max(float(shown.max()), 1e-300))
+        label = f"mean |{result.index} interaction| (units of the target)"
+    else:
+        shown = mean[0]
+        limit = max(float(np.abs(shown).max()), 1e-300)
+        image = ax.imshow(shown, cmap="RdBu_r", vmin=-limit, vmax=limit)
+        label = f"{result.index} interaction (units of the target)"
+    figure.colorbar(image, ax=ax, label=label)
+    if result.cov is not None:
+        uncertain = np.all(np.abs(mean) <= half, axis=0) & ~np.eye(d, dtype=bool)
+        marked_rows, marked_cols = np.nonzero(uncertain)
+        what = "95% interval contains 0" + (" at every point" if point is None else "")
+        ax.plot(marked_cols, marked_rows, "o", color="0.35", markersize=3.0, linestyle="none",
+                label=what)
+        if marked_rows.size:
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0.0, -0.12))
+    names = [_plain(name) for name in result.feature_names]
+    ax.set_xticks(np.arange(d), names, rotation=60, ha="right")
+    ax.set_yticks(np.arange(d), names)
+    where = f"point {point}" if point is not None else f"{result.n_points} points"
+    ax.set_title(f"Pairwise interactions ({where})", fontsize="medium")
+    return figure
+
+
+def plot_interaction_dependence(result, feature, ax: Axes | None = None) -> Figure:
+    """Order-1 value of a feature against its value, coloured by its strongest partner.
+
+    The partner is the feature j with the largest mean ``|interaction_ij|`` over the points;
+    the dots are posterior means with 95% error bars, coloured by the partner's value.
+
+    Parameters
+    ----------
+    result : ShapleyInteractions
+    feature : str or int
+        Name or position of the feature (numeric values).
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        ``result`` is not ``ShapleyInteractions``.
+    ValueError
+        Unknown feature, or a result with one feature (no partner).
+    """
+    result = _check_interactions(result)
+    i = _feature_position(result, feature)
+    if result.n_features < 2:
+        raise ValueError("plot_interaction_dependence needs at least two features.")
+    strength = np.abs(result.matrix("mean")).mean(axis=0)[i]
+    strength[i] = -1.0
+    j = int(np.argmax(strength))
+    if ax is None:
+        figure = Figure(figsize=(5.8, 3.6), layout="constrained")
+        ax = figure.subplots()
+    else:
+        figure = ax.figure
+    x = np.asarray(result.X[:, i], dtype=np.float64)
+    values, errors = result.main_effects()[:, i], norm.ppf(0.5 + _LEVEL / 2.0) * result.std[:, i]
+    ax.errorbar(x, values, yerr=errors if result.cov is not None else None, fmt="none",
+                ecolor="0.7", elinewidth=0.8)
+    points = ax.scatter(x, values, c=np.asarray(result.X[:, j], dtype=np.float64),
+                        cmap="viridis", s=14, zorder=3)
+    figure.colorbar(points, ax=ax, label=f"{_plain(result.feature_names[j])} (value)")
+    name = _plain(result.feature_names[i])
+    ax.axhline(0.0, color="0.3", linewidth=0.8)
+    ax.set_xlabel(f"{name} (value)")
+    ax.set_ylabel(f"{result.index} order-1 value of {name}\n(units of the target)")
+    ax.set_title(f"Dependence: {name}, coloured by strongest partner", fontsize="medium")
     return figure

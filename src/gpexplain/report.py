@@ -253,6 +253,31 @@ def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: d
     return parts
 
 
+def _interactions(entry: dict, out_dir: Path) -> str:
+    """The Shapley-interactions section (``--method interactions``): the index, its efficiency
+    gap, the strongest pairs over the explained rows, and ``interactions.png`` inlined."""
+    figure_path = out_dir / "interactions.png"
+    figure = ""
+    if figure_path.is_file():
+        data = base64.b64encode(figure_path.read_bytes()).decode("ascii")
+        figure = f'<figure><img alt="figure" src="data:image/png;base64,{data}"></figure>'
+    pairs = [p for p in entry.get("top_pairs") or [] if isinstance(p, dict)]
+    rows = [[p.get("feature_i"), p.get("feature_j"), p.get("mean_value"), p.get("mean_std"),
+             p.get("rows_interval_excludes_zero")] for p in pairs]
+    gap = entry.get("efficiency_gap") or {}
+    return (
+        "<h2>Pairwise Shapley interactions</h2>"
+        f"<p>{_text(entry.get('method', ''))}: order-1 values and all pairwise interactions "
+        "with their joint posterior covariance (the table of all of them is "
+        "<code>interactions.csv</code>). Efficiency gap: mean "
+        f"{_number(gap.get('mean'), '.2g')}, variance {_number(gap.get('variance'), '.2g')}."
+        "</p>"
+        + _table(["feature i", "feature j", "mean value", "mean std",
+                  "rows with 95% interval excluding 0"], rows, name_columns=2)
+        + figure
+    )
+
+
 def _method(summary: dict) -> str:
     """Method and references: those the command recorded from the method registry
     (``gpexplain.explain.methods``) in ``summary.json``; never guessed from the method's text."""
@@ -348,6 +373,8 @@ def write_report(out_dir, path=None) -> Path:
     else:
         attr = _attribution(table, summary, summary["predictions"], baseline.get("prediction"))
         sections += _explanations(summary, table, attr, summary.get("completeness_gap") or {})
+    if isinstance(summary.get("interactions"), dict):
+        sections.append(_interactions(summary["interactions"], out_dir))
     sections.append(_method(summary))
     title = f"gpexplain report: {summary.get('target')} ({Path(str(summary['data_file'])).name})"
     page = (

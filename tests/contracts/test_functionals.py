@@ -15,7 +15,10 @@ points s_m, independently of gpexplain:
   the classical Shapley weights (``tests.reference.shapley_brute_force``);
 * product-kernel Shapley value: the game ``v(S) = E_r g(x_S, r_-S)`` enumerated over the
   reference rows (baseline, background, or the Gauss-Hermite grid of a Gaussian measure;
-  ``tests.reference.shapley_games``).
+  ``tests.reference.shapley_games``);
+* Shapley interactions (order-1 values and pairs, ``D + D (D - 1) / 2`` outputs): the same
+  games with the index's stencil (``tests.reference.shapley_interactions``); completeness is
+  then the index's efficiency (``efficiency_weights``).
 
 Checked per registration: the cross term against ``W k(S, z_n)``; the prior term against
 L' applied to the cross term's second argument, ``W_j . cross(x, Z = S)_i`` (the definition
@@ -30,6 +33,7 @@ enumeration.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import combinations
 from math import factorial
 
@@ -39,8 +43,13 @@ import pytest
 
 from gpexplain.explain._driver import explain
 from gpexplain.functionals import AdditiveShapley, Gradient, IntegratedGradient, ProductShapley
+from gpexplain.functionals.additive_interactions import AdditiveShapleyInteraction
 from gpexplain.functionals.base import LinearFunctional
 from gpexplain.functionals.local_linear_weight import LocalLinearWeight
+from gpexplain.functionals.product_interactions import (
+    ProductShapleyInteraction,
+    efficiency_weights,
+)
 from gpexplain.kernels import RBF, GPyTorchKernel, OrthogonalAdditive, RandomFeatureKernel
 from gpexplain.kernels.gpytorch_adapter import input_scaled
 from gpexplain.kernels.locally_linear import LocallyLinear
@@ -49,6 +58,7 @@ from gpexplain.posterior import ExactPosterior
 from tests.kernels.test_derivatives import _set
 from tests.reference import shapley_brute_force as brute
 from tests.reference import shapley_games
+from tests.reference.shapley_interactions import interaction_stencil
 
 D = 3
 STEP = 1e-5
@@ -123,7 +133,32 @@ CASES = {
         ),
         lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-8,
     ),
+    "product-interactions-rbf-baseline-k-SII": (
+        lambda: ProductShapleyInteraction("k-SII", "baseline", references=BASELINES[:1]),
+        lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-12,
+    ),
+    "product-interactions-matern-product-interventional-STII": (
+        lambda: ProductShapleyInteraction("STII", "interventional", references=BASELINES),
+        _matern_product, 1e-12,
+    ),
+    "product-interactions-rbf-gaussian-measure-SII": (
+        lambda: ProductShapleyInteraction(
+            "SII", "product-measure", measure=Gaussian([0.1, -0.2, 0.0], [0.7, 1.1, 0.9])
+        ),
+        lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-8,
+    ),
+    "additive-interactions-empirical-k-SII": (
+        lambda: AdditiveShapleyInteraction("k-SII"), lambda: _additive(Empirical(ATOMS)), 1e-12,
+    ),
+    "additive-interactions-empirical-STII": (
+        lambda: AdditiveShapleyInteraction("STII"), lambda: _additive(Empirical(ATOMS)), 1e-12,
+    ),
 }
+INTERACTIONS = (ProductShapleyInteraction, AdditiveShapleyInteraction)
+
+
+def _n_outputs(functional):
+    return D + D * (D - 1) // 2 if isinstance(functional, INTERACTIONS) else D
 
 
 def _stencil(functional, kernel, x):
@@ -155,6 +190,8 @@ def _stencil(functional, kernel, x):
         else:
             atoms = brute.gaussian_atoms(measure.mean, measure.std, 20)
         points, index = brute.marginal_game_points(x, atoms)
+        if isinstance(functional, AdditiveShapleyInteraction):
+            return points, interaction_stencil(index, D, len(points), functional.index)
         W = np.zeros((D, len(points)))
         for i in range(D):  # phi_i = sum_{S not i} |S|! (D - |S| - 1)! / D! (v(S + i) - v(S))
             others = [j for j in range(D) if j != i]
@@ -174,6 +211,8 @@ def _stencil(functional, kernel, x):
                 brute.gaussian_atoms(measure.mean, measure.std, 20)
             )
         points, index = shapley_games.game_points(x, references, weights)
+        if isinstance(functional, ProductShapleyInteraction):
+            return points, interaction_stencil(index, D, len(points), functional.index)
         return points, shapley_games.shapley_stencil(index, D, len(points))
     raise AssertionError(f"no stencil for {type(functional).__name__}")
 
@@ -208,7 +247,11 @@ def test_every_registration_has_a_case():
         (type(make_functional()), _registered_type(type(make_functional()), make_kernel()))
         for make_functional, make_kernel, _ in CASES.values()
     } | set(COVERED_ELSEWHERE)
-    for functional_class in LinearFunctional.__subclasses__():
+    classes, found = list(LinearFunctional.__subclasses__()), []
+    while classes:  # every registration, subclasses of subclasses included
+        found.append(classes.pop())
+        classes.extend(found[-1].__subclasses__())
+    for functional_class in found:
         for kernel_type in functional_class._schemes:
             assert (functional_class, kernel_type) in covered, (functional_class, kernel_type)
 
@@ -217,7 +260,7 @@ def test_every_registration_has_a_case():
 def test_cross_term_is_the_functional_of_the_kernel(name):
     functional, kernel, scheme, tolerance = _case(name)
     cross = scheme.cross(X)
-    assert cross.shape == (len(X), D, len(Z))
+    assert cross.shape == (len(X), _n_outputs(functional), len(Z))
     for p, x in enumerate(X):
         points, W = _stencil(functional, kernel, x)
         _close(cross[p], W @ kernel(points, Z), tolerance)
@@ -227,7 +270,8 @@ def test_cross_term_is_the_functional_of_the_kernel(name):
 def test_prior_term_is_the_functional_of_the_cross_term(name):
     functional, kernel, scheme, tolerance = _case(name)
     prior = scheme.prior(X)
-    assert prior.shape == (len(X), D, D)
+    n_outputs = _n_outputs(functional)
+    assert prior.shape == (len(X), n_outputs, n_outputs)
     _close(prior, np.swapaxes(prior, 1, 2), 1e-12)
     assert np.linalg.eigvalsh(prior).min() >= -1e-10 * np.abs(prior).max()
     for p, x in enumerate(X):
@@ -260,6 +304,10 @@ def test_completeness_through_the_driver(name):
     if baseline_prediction is None:  # gradients: no completeness
         assert attribution.difference_variance is None
         return
+    if isinstance(functional, INTERACTIONS):  # the index's efficiency weights
+        e = efficiency_weights(functional.index, D)
+        attribution = replace(attribution, mean=attribution.mean * e,
+                              cov=e[:, None] * attribution.cov * e[None, :])
     gaps = attribution.completeness_gap()
     assert gaps["mean"] <= tolerance * np.abs(attribution.prediction).max()
     assert gaps["variance"] <= tolerance * attribution.difference_variance.max()

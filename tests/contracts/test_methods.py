@@ -4,9 +4,11 @@ table (the ``METHODS`` registry crossed with every estimator) drives the checks.
 For every explanation method and every small fitted estimator (``tests/contracts/_models.py``,
 plus the configurations that build another kind of posterior), the method either
 
-* runs end to end: a local method returns an ``Attribution`` whose mean (n_points,
-  n_features) and covariance (n_points, n_features, n_features) are finite and of the right
-  shapes, and, where the registry declares it ``complete``, ``mean.sum(1)`` equals
+* runs end to end: a local method returns an ``Attribution`` (a ``ShapleyInteractions``
+  with ``n_features + n_features (n_features - 1) / 2`` values where it declares
+  ``outputs="interactions"``) whose mean (n_points, n_features) and covariance (n_points,
+  n_features, n_features) are finite and of the right shapes, and, where the registry
+  declares it ``complete``, ``mean.sum(1)`` equals
   ``prediction - baseline_prediction`` (and ``1^T cov 1`` the variance of that difference) to
   1e-8 of the scale; a global method returns finite per-feature results; or
 * is refused with a ``TypeError``/``ValueError`` whose message names something the method does
@@ -35,6 +37,7 @@ import gpexplain as gx
 from gpexplain.attribution import Attribution
 from gpexplain.cli.methods import ARGUMENTS, method_id
 from gpexplain.explain.methods import LEVELS, METHODS
+from gpexplain.interactions import ShapleyInteractions
 from gpexplain.models.families import FAMILIES
 from tests.contracts._models import (
     fitted,
@@ -124,7 +127,13 @@ def _check_complete(result):
 
 
 def _check_attribution(method_name, result, n_features):
-    assert isinstance(result, Attribution), type(result)
+    if METHODS.get(method_name).outputs == "interactions":
+        assert isinstance(result, ShapleyInteractions), type(result)
+        assert list(result.efficiency_weights) == [1.0] * result.mean.shape[1], (
+            "the default index is efficient over all its values")
+        n_features += n_features * (n_features - 1) // 2
+    else:
+        assert isinstance(result, Attribution), type(result)
     assert result.mean.shape == (N_POINTS, n_features)
     assert result.prediction.shape == (N_POINTS,)
     assert np.all(np.isfinite(result.mean)) and np.all(np.isfinite(result.prediction))

@@ -138,7 +138,7 @@ def check_choice(
     options = {}
     # A family with a kernel of its own (the additive GP) has its own game; the others play
     # one of the product-kernel games.
-    if method == "shapley" and not isinstance(kernels, str):
+    if method in ("shapley", "interactions") and not isinstance(kernels, str):
         game = _one_of(game or DEFAULT_GAME, GAME_CHOICES, "--game")
         if background is not None and (game != "interventional" or background < 1):
             raise ValueError(
@@ -146,12 +146,13 @@ def check_choice(
             )
         if kernel not in PRODUCT_KERNELS:
             raise ValueError(
-                f"--method shapley needs a product kernel (--kernel ard or isotropic); --kernel "
+                f"--method {method} needs a product kernel (--kernel ard or isotropic); --kernel "
                 f"{kernel} is a function of the joint distance of all features: use --method ig"
             )
         options = {"game": game, "background": background or DEFAULT_BACKGROUND, "seed": seed}
     elif game is not None or background is not None:
-        raise ValueError("--game and --background apply to --model exact --method shapley only")
+        raise ValueError("--game and --background apply to --model exact --method shapley only "
+                         "(or --method interactions)")
     return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING, options)
 
 

@@ -258,9 +258,10 @@ KernelOption = Annotated[
 MethodOption = Annotated[
     str,
     typer.Option(
-        help="Explanation: auto (the model's own), ig (integrated gradients) or shapley "
+        help="Explanation: auto (the model's own), ig (integrated gradients), shapley "
         "(additive model; exact model or classifier with --kernel ard/isotropic, see --game; "
-        "a classifier's per-class latent)."
+        "a classifier's per-class latent) or interactions (k-SII Shapley interactions of "
+        "pairs, additive or exact regression model, written to interactions.csv)."
     ),
 ]
 
@@ -327,7 +328,7 @@ def command(
     game: Annotated[
         str | None,
         typer.Option(
-            help="Game of --model exact --method shapley: interventional (default; "
+            help="Game of --model exact --method shapley or interactions: interventional (default; "
             "--background rows), baseline (--baseline) or product-measure (the columns' "
             "Gaussian measure)."
         ),

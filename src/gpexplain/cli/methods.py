@@ -45,6 +45,13 @@ def _shapley(choice, model, baseline, client, target_class) -> dict:
             **_shapley_game(model, baseline, choice.options, target_class)}
 
 
+def _interactions(choice, model, baseline, client, target_class) -> dict:
+    if client is not None:  # the interaction covariances run in this process
+        raise ValueError("--dask-scheduler/--workers do not apply to --method interactions")
+    return {"target_class": target_class,
+            **_shapley_game(model, baseline, choice.options, target_class)}
+
+
 def _gpx_contributions(choice, model, baseline, client, target_class) -> dict:
     if client is not None:  # GPX explains through its own model, not the driver's chunks
         raise ValueError("--dask-scheduler/--workers do not apply to --model gpx")
@@ -58,6 +65,7 @@ ARGUMENTS = Registry("command-line method")
 ARGUMENTS.register("integrated-gradients", _integrated_gradients)
 ARGUMENTS.register("shapley", _shapley)
 ARGUMENTS.register("gpx-contributions", _gpx_contributions)
+ARGUMENTS.register("shapley-interactions", _interactions)
 
 
 def method_id(cli_name: str) -> str:

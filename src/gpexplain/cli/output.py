@@ -159,6 +159,8 @@ def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
         }
     elif attr.baseline_prediction is not None:
         result["baseline"] = {"spec": "base value", "prediction": float(attr.baseline_prediction)}
+    if "interactions" in extras:
+        result["interactions"] = interactions_summary(extras["interactions"])
     if "global" in extras:
         values = extras["global"]
         result["global_shapley"] = {
@@ -168,6 +170,33 @@ def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
             "units": "squared units of y (a decomposition of the variance of the prediction)",
         }
     return result
+
+
+def interactions_summary(interactions, top: int = 10) -> dict:
+    """``summary.json``'s ``interactions`` entry: the index, the efficiency gap and the
+    ``top`` pairs by mean |value| over the explained rows (mean value, mean std, and the
+    number of rows whose 95% interval excludes zero)."""
+    d = interactions.n_features
+    pairs = interactions.mean[:, d:]
+    lower, upper = interactions.interval(INTERVAL_LEVEL)
+    excluded = ((lower[:, d:] > 0) | (upper[:, d:] < 0)).sum(axis=0)
+    order = np.argsort(-np.abs(pairs).mean(axis=0), kind="stable")[:top]
+    names = interactions.feature_names
+    return {
+        "index": interactions.index,
+        "method": interactions.method,
+        "efficiency_gap": interactions.efficiency_gap(),
+        "file": "interactions.csv",
+        "top_pairs": [
+            {"feature_i": names[interactions.pairs[p][0]],
+             "feature_j": names[interactions.pairs[p][1]],
+             "mean_value": float(pairs[:, p].mean()),
+             "mean_abs_value": float(np.abs(pairs[:, p]).mean()),
+             "mean_std": float(interactions.std[:, d + p].mean()),
+             "rows_interval_excludes_zero": int(excluded[p])}
+            for p in order
+        ],
+    }
 
 
 def save_attribution_figures(attr, explained: list, out: Path, suffix: str = "",

@@ -22,6 +22,7 @@ from gpexplain.cli.output import (
     top_features_table,
     write_table,
 )
+from gpexplain.interactions import ShapleyInteractions
 from gpexplain.parallel import dask_client
 
 __all__ = ["Regression"]
@@ -45,7 +46,11 @@ class Regression:
 
     @staticmethod
     def check(choice, executor) -> None:
-        """Every regression family and executor applies."""
+        """Every regression family applies; every executor but for ``--method interactions``
+        (computed in this process), which is refused before fitting."""
+        if choice.method == "interactions" and executor != (None, None):
+            raise ValueError("--dask-scheduler and --workers do not apply to --method "
+                             "interactions (it runs in this process; drop them)")
 
     @staticmethod
     def empty_holdout(seed: int) -> dict:
@@ -86,6 +91,9 @@ class Regression:
         with dask_client(*executor) as client:
             encoded = methods.explain(choice, model, explained, baseline, client)
         extras = methods.extras(family(choice.model), model, explained)
+        if isinstance(encoded, ShapleyInteractions):  # --method interactions
+            # attributions.csv holds the exact Shapley values (a linear map of the values)
+            extras["interactions"], encoded = encoded, encoded.shapley_values()
         return encoder.group(encoded, X.iloc[positions]), encoded, extras
 
     @staticmethod
@@ -94,7 +102,7 @@ class Regression:
         names of the files written. The table and figures name ``X``'s columns, the summary
         the model's (``X_model``)."""
         # matplotlib loads with the first figure, not with every command (gpexplain --version)
-        from gpexplain.plot import plot_global_shapley
+        from gpexplain.plot import plot_global_shapley, plot_interactions
         attr, encoded, extras = explanation
         explained = record.explained
         written = ["attributions.csv", "summary.json", "attributions.png", "importance.png",
@@ -112,6 +120,11 @@ class Regression:
         if "global" in extras:
             plot_global_shapley(extras["global"]).savefig(out / "global_shapley.png", dpi=120)
             written.append("global_shapley.png")
+        if "interactions" in extras:
+            write_table(extras["interactions"], explained, out / "interactions.csv",
+                        value_name="value")
+            plot_interactions(extras["interactions"]).savefig(out / "interactions.png", dpi=120)
+            written += ["interactions.csv", "interactions.png"]
         stdout.print(top_features_table(attr, explained[0]))
         r2 = record.holdout.get("r2")
         if r2 is not None:

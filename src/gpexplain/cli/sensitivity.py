@@ -7,7 +7,9 @@ Gaussians with each column's mean and standard deviation, and writes ``sensitivi
 row per feature: the indices of the posterior mean, the variances, their posterior
 expectations and posterior standard deviations), ``summary.json`` (with the total variance's
 expectation and std over the posterior) and ``sensitivity.png`` (bars with 95% error bars on
-every index).
+every index). ``--interactions`` adds ``interactions.csv`` (one row per pair: the second-order
+Sobol index and variance of the posterior mean, its posterior expectation and std, and the
+closed index of the pair) and the strongest pairs in ``summary.json``.
 
 A target of class labels (text or booleans) is refused, naming the alternatives: the command
 analyses a regression, and a classifier's indices are those of one class's latent (its
@@ -56,6 +58,9 @@ def command(
     decimal: options.DecimalOption = "auto",
     missing: options.MissingOption = "error",
     drop: options.DropOption = None,
+    interactions: Annotated[bool, typer.Option(
+        "--interactions", help="Also the second-order (pair) Sobol indices, with their "
+        "posterior expectation and std, in interactions.csv.")] = False,
 ) -> None:
     """Fit an exact GP to DATA and write its global Sobol indices and Shapley effects, with
     their posterior uncertainty, under the columns' Gaussian product measure."""
@@ -82,7 +87,7 @@ def command(
     timings = {}
     model, timings["fit"] = stages.fit_quietly(choice, X_model, y)
     start = time.perf_counter()
-    result = METHODS.get("global-sensitivity").function(model)
+    result = METHODS.get("global-sensitivity").function(model, interactions=interactions)
     timings["sensitivity"] = time.perf_counter() - start
     table = result.to_frame()
     summary = {
@@ -101,6 +106,9 @@ def command(
         "units": "variances in squared units of the target; indices are shares of the "
                  "variance of the posterior mean",
         "features": table.to_dict(orient="records"),
+        **({"interactions": result.interactions_frame().sort_values(
+            "second_order", ascending=False).head(10).to_dict(orient="records"),
+            "interactions_file": "interactions.csv"} if interactions else {}),
         "timings_seconds": timings,
         "gpexplain_version": __version__,
     }
@@ -108,6 +116,8 @@ def command(
         write_csv(table, folder / "sensitivity.csv")
         write_json(folder / "summary.json", summary)
         plot_global_sensitivity(result).savefig(folder / "sensitivity.png", dpi=120)
+        if interactions:
+            write_csv(result.interactions_frame(), folder / "interactions.csv")
     stdout = Console()
     top = table.sort_values("total_index", ascending=False).head(8)
     for row in top.itertuples():
@@ -115,7 +125,9 @@ def command(
             f"{row.feature}: first-order {row.first_order_index:.3f}, total "
             f"{row.total_index:.3f}, Shapley {row.shapley_index:.3f} (Shapley effect over the "
             f"posterior {row.expected_shapley_effect:.4g} +- {row.shapley_effect_std:.2g})")
-    say(stdout, f"Wrote sensitivity.csv, summary.json, sensitivity.png to {out}")
+    written = "sensitivity.csv, summary.json, sensitivity.png" + (
+        ", interactions.csv" if interactions else "")
+    say(stdout, f"Wrote {written} to {out}")
 
 
 def _refuse_class_labels(y: pd.Series) -> None:

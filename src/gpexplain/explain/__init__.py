@@ -3,10 +3,11 @@
 from gpexplain.explain.gpx import gpx_explanation
 from gpexplain.explain.gradients import gradients
 from gpexplain.explain.integrated_gradients import integrated_gradients
+from gpexplain.explain.interactions import shapley_interactions
 from gpexplain.explain.sensitivity import global_sensitivity
 from gpexplain.explain.shapley import global_shapley_values, shapley_values
 
 __all__ = [
     "global_sensitivity", "global_shapley_values", "gpx_explanation", "gradients",
-    "integrated_gradients", "shapley_values",
+    "integrated_gradients", "shapley_interactions", "shapley_values",
 ]

@@ -16,6 +16,7 @@ from gpexplain._registry import Registry
 from gpexplain.explain.gpx import gpx_explanation
 from gpexplain.explain.gradients import gradients
 from gpexplain.explain.integrated_gradients import integrated_gradients
+from gpexplain.explain.interactions import shapley_interactions
 from gpexplain.explain.sensitivity import global_sensitivity
 from gpexplain.explain.shapley import global_shapley_values, shapley_values
 
@@ -58,6 +59,10 @@ class Method:
         The attributions sum to the prediction minus the base value, and every result is
         checked to (``CompletenessWarning`` otherwise).
     references : tuple of Reference
+    outputs : {"features", "interactions"}
+        What a local result holds per point: one value per feature (an ``Attribution``), or
+        the ``d + d (d - 1) / 2`` order-1 and pairwise values of a ``ShapleyInteractions``
+        (complete: the index's efficiency weights, all ones for the default index).
     cli_name : str or None
         Its ``--method`` value on the command line; None where no command offers it as a
         ``--method`` (global results have their own command or output).
@@ -70,11 +75,14 @@ class Method:
     complete: bool
     references: tuple[Reference, ...]
     cli_name: str | None = None
+    outputs: str = "features"
 
     def __post_init__(self):
         unknown = set(self.levels) - set(LEVELS)
         if not self.levels or unknown:
             raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {self.levels}.")
+        if self.outputs not in ("features", "interactions"):
+            raise ValueError(f"outputs must be 'features' or 'interactions', got {self.outputs!r}.")
 
 
 METHODS: Registry[Method] = Registry("explanation method")
@@ -93,6 +101,12 @@ _YOSHIKAWA_IWATA = Reference("Y. Yoshikawa, T. Iwata", "Gaussian process regress
                              "explanation", 2020, "preprint")
 _SOBOL = Reference("I. M. Sobol'", "Global sensitivity indices for nonlinear mathematical "
                    "models and their Monte Carlo estimates", 2001)
+_GRABISCH_ROUBENS = Reference("M. Grabisch, M. Roubens", "An axiomatic approach to the concept of "
+                              "interaction among players in cooperative games", 1999)
+_STII = Reference("M. Sundararajan, K. Dhamdhere, A. Agarwal", "The Shapley Taylor interaction "
+                  "index", 2020)
+_BORDT = Reference("S. Bordt, U. von Luxburg", "From Shapley values to generalized additive "
+                   "models and back", 2023, "k-SII")
 _OWEN_EFFECTS = Reference("A. B. Owen", "Sobol' indices and Shapley value", 2014)
 
 METHODS.register("integrated-gradients", Method(
@@ -113,6 +127,15 @@ METHODS.register("shapley", Method(
     "kernels) or of the orthogonal additive GP",
     local=True, levels=("latent",), complete=True,
     references=(_OWEN_MULTILINEAR, _ADDITIVE_SHAPLEY, _ORTHOGONAL_ADDITIVE), cli_name="shapley",
+))
+METHODS.register("shapley-interactions", Method(
+    shapley_interactions,
+    "exact order-1 values and pairwise Shapley interactions (k-SII, SII, STII) of the "
+    "baseline, interventional or product-measure game (product kernels) or of the orthogonal "
+    "additive GP, with their joint posterior covariance",
+    local=True, levels=("latent",), complete=True, outputs="interactions",
+    references=(_GRABISCH_ROUBENS, _STII, _BORDT, _OWEN_MULTILINEAR, _ADDITIVE_SHAPLEY),
+    cli_name="interactions",
 ))
 METHODS.register("gpx-contributions", Method(
     gpx_explanation,

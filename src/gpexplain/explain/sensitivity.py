@@ -77,7 +77,7 @@ __all__ = ["global_sensitivity"]
 @through_pipeline
 def global_sensitivity(
     model_or_posterior, measure=None, *, chunk_size: int | None = None,
-    target_class=None, output: str | None = None,
+    target_class=None, output: str | None = None, interactions: bool = False,
 ) -> GlobalSensitivity:
     """Sobol indices and Shapley effects of a product-kernel GP, in closed form, with their
     posterior expectations and posterior standard deviations.
@@ -113,6 +113,12 @@ def global_sensitivity(
         indices). Softmax: required.
     output : {"latent"}, optional
         The only level these indices have (the default); "probability" is refused.
+    interactions : bool, default False
+        Also the second-order (pure interaction) Sobol variances ``V_ij = Var g_ij`` of every
+        pair, ``s2^2 a^T (C_i C_j Had_{l != i, j} B_l) a`` for the posterior mean, with their
+        posterior expectations and standard deviations (the same quadratic-form moments as
+        the other indices, ``W_ij = E_i E_j prod_{l != i, j} P_l``). Extra cost per pair: two
+        products of n x n matrices; memory O(n^2 d).
 
     Returns
     -------
@@ -121,7 +127,9 @@ def global_sensitivity(
         posterior mean, their posterior expectations and posterior standard deviations over f
         (``first_order_std``, ``total_std``, ``shapley_effects_std``, ``total_variance_std``:
         exact moments of a quadratic form of a Gaussian, module docstring); indices (shares of
-        ``Var m``) as properties.
+        ``Var m``) as properties. With ``interactions=True``: ``second_order``,
+        ``expected_second_order`` and ``second_order_std``, symmetric (d, d) with a zero
+        diagonal (``interactions_frame()``: one row per pair).
 
     Notes
     -----
@@ -194,6 +202,13 @@ def global_sensitivity(
         of_mean, expected, std = _moments(posterior, structure, measure, chunk_size,
                                           sandwich_rows)
     check_finite_result("global_sensitivity", of_mean, expected, std)
+    pairs = {}
+    if not isinstance(interactions, bool | np.bool_):
+        raise TypeError(f"interactions must be True or False, got {interactions!r}.")
+    if interactions:
+        pairs = dict(zip(("second_order", "expected_second_order", "second_order_std"),
+                         _second_order(posterior, structure, measure), strict=True))
+        check_finite_result("global_sensitivity", *pairs.values())
     total_variance, first, total, shapley = _split(of_mean)
     _, expected_first, expected_total, expected_shapley = _split(expected)
     result = GlobalSensitivity(
@@ -210,6 +225,7 @@ def global_sensitivity(
         shapley_effects_std=_split(std)[3],
         total_variance_std=float(std[0]),
         feature_names=list(posterior.feature_names),
+        **pairs,
         method=(
             "Sobol indices and Shapley effects (product kernel, "
             f"{type(measure).__name__.lower()} measure)"
@@ -219,6 +235,60 @@ def global_sensitivity(
     rounding = np.finfo(float).eps * structure.variance**2 * np.sum(np.abs(posterior.alpha))**2
     warn_if_sobol_inconsistent(result, "global_sensitivity", rounding)
     return result
+
+
+def _leave_two_out(ee, pp):
+    """``ee_i ee_j prod_{l != i, j} pp_l`` for every pair ``i < j`` (features on the last
+    axis): a generator of ``(i, j, array)`` (division-free leave-one-out products of pp with
+    ``pp_i`` set to 1)."""
+    n_features = pp.shape[-1]
+    for i in range(n_features - 1):
+        held = pp.copy()
+        held[..., i] = 1.0
+        without = leave_one_out_products(held)
+        for j in range(i + 1, n_features):
+            yield i, j, ee[..., i] * ee[..., j] * without[..., j]
+
+
+def _second_order(posterior, structure, measure):
+    """Second-order Sobol variances of the posterior mean, their posterior expectations and
+    standard deviations, each (d, d) symmetric with a zero diagonal.
+
+    For ``W_ij = E_i E_j prod_{l != i, j} P_l`` (the pure interaction component's variance),
+    the pair matrix is ``H = C_i C_j Had_{l != i, j} B_l``, the prior term ``Cd_i Cd_j prod M_l``
+    and the trace and three-kernel terms ``EE_i EE_j prod PP_l`` of the {P, E} tables: the
+    module docstring's formulas with the pair in place of one feature.
+    """
+    Z, alpha = posterior.train_inputs, posterior.alpha
+    n_features = Z.shape[1]
+    Q = posterior.quadratic_form(np.eye(Z.shape[0]))
+    data_weight = np.outer(alpha, alpha) - Q
+    s2 = structure.variance
+    mu = structure.embedding(Z, measure)
+    B = mu[:, None, :] * mu[None, :, :]
+    C = structure.centred_second_moment(Z, Z, measure)
+    M = structure.double_embedding(measure)
+    prior = {(i, j): v for i, j, v in _leave_two_out(
+        structure.centred_double_embedding(measure), M)}
+    trace_pp, _, _, trace_ee = _trace_tables(structure, measure)
+    trace = {(i, j): v for i, j, v in _leave_two_out(trace_ee, trace_pp)}
+    sandwich_pp = M * mu[:, None, :] * mu[None, :, :]
+    sandwich_ee = structure.centred_sandwich(Z, Z, measure)
+    sandwich = {(i, j): float(np.sum(g * data_weight))
+                for i, j, g in _leave_two_out(sandwich_ee, sandwich_pp)}
+    value, expected, std = (np.zeros((n_features, n_features)) for _ in range(3))
+    for i, j, H in _leave_two_out(C, B):
+        HQ = H @ Q
+        H_alpha = H @ alpha
+        of_mean = float(alpha @ H_alpha)
+        variance = (2 * s2**2 * trace[i, j] + 4 * s2**3 * sandwich[i, j]
+                    + 2 * s2**4 * np.sum(HQ * HQ.T) - 4 * s2**4 * H_alpha @ Q @ H_alpha)
+        entries = (s2**2 * of_mean,
+                   s2**2 * of_mean + s2 * prior[i, j] - s2**2 * np.sum(Q * H),
+                   np.sqrt(max(variance, 0.0)))
+        for matrix, entry in zip((value, expected, std), entries, strict=True):
+            matrix[i, j] = matrix[j, i] = entry
+    return value, expected, std
 
 
 def _split(stacked):

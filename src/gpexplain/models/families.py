@@ -212,8 +212,9 @@ def _seed_only(settings: Settings) -> dict:
 
 FAMILIES: Registry[ModelFamily] = Registry("model family")
 FAMILIES.register("exact", ModelFamily(
-    GPRegressor, "regression", KERNEL_NAMES, ("integrated-gradients", "shapley"),
-    _exact_parameters, _regression_report("noise", "mean"),
+    GPRegressor, "regression", KERNEL_NAMES,
+    ("integrated-gradients", "shapley", "shapley-interactions"), _exact_parameters,
+    _regression_report("noise", "mean"),
 ))
 FAMILIES.register("sparse", ModelFamily(
     SparseGPRegressor, "regression", KERNELS, ("integrated-gradients",), _sparse_parameters,
@@ -228,7 +229,8 @@ FAMILIES.register("random-features", ModelFamily(
 ))
 FAMILIES.register("additive", ModelFamily(
     AdditiveGPRegressor, "regression", "orthogonal additive (squared-exponential components)",
-    ("shapley", "integrated-gradients"), _seed_only, _regression_report("noise", "mean"),
+    ("shapley", "integrated-gradients", "shapley-interactions"), _seed_only,
+    _regression_report("noise", "mean"),
     summary="orthogonal additive, Shapley values", extras=("global-shapley",),
 ))
 FAMILIES.register("gpx", ModelFamily(
