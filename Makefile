@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-long lint bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	MPLBACKEND=Agg $(BIN)/python -m pytest
+
+# The checks over a minute each (whole example scripts); CI runs them after `make test`.
+test-long: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/python -m pytest -m long
 
 # Every benchmark in sequence (each writes benchmarks/results/<name>.json); about an hour.
 BENCHMARKS := ig_exact_vs_numerical quadrature_rules quadrature_cost random_features_convergence sparse_scaling \

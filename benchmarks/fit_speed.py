@@ -3,7 +3,8 @@
 Same data, same model (ARD squared exponential times an output scale, plus Gaussian noise,
 on standardised X and y), same four starting points (GPRegressor's first start and its three
 seeded random ones; scikit-learn is fitted once from each with ``n_restarts_optimizer=0`` and
-the best kept), L-BFGS(-B) to convergence, one run each, one thread. Recorded per size: wall
+the best kept), L-BFGS(-B) to convergence, one run each, with each library's default threads
+and with one thread (``THREAD_SETTINGS``, one process each). Recorded per size: wall
 and CPU time of each (CPU time is the measure on a shared machine: wall time grows with the
 other jobs' load), the ratios scikit-learn / gpexplain (> 1: gpexplain faster), and the log
 marginal likelihood each reached (same standardised targets; gpexplain also fits a constant
@@ -17,20 +18,25 @@ Data: rows of the bundled winequality-red (1,599 rows, 11 features); sizes above
 seeded rows of winequality-white (same 11 features) from ``$GPEXPLAIN_DATA_DIR/wine_quality``.
 Rows repeated exactly are fitted once (as GPRegressor does), for both libraries.
 
-    .venv/bin/python benchmarks/fit_speed.py                  # n = 500, 1000, 2000
+    .venv/bin/python benchmarks/fit_speed.py                  # n = 500, 1000, 2000, 5000
     .venv/bin/python benchmarks/fit_speed.py --sizes 300 --quick   # smoke test, no JSON
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# Two thread settings, each in its own process (the pools are sized when NumPy and torch load;
+# the parent passes ``--child SETTING`` last): "default" leaves every library's own default
+# (gpexplain then applies its policy, gpexplain._threads; scikit-learn runs with every core),
+# "one" sets one thread for both.
+os.environ.update(dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"),
+                                "1") if sys.argv[-2:] == ["--child", "one"] else {})
 
 import argparse
+import json
+import subprocess
 import time
 import warnings
 
@@ -48,6 +54,7 @@ from gpexplain.models._kernel_choices import kernel_choice
 from gpexplain.models.gp_regressor import _optimise
 
 N_RESTARTS = 3
+THREAD_SETTINGS = ("default", "one")
 SEED = 0
 
 
@@ -121,19 +128,12 @@ def fit_old_path(Xs, ys, points):
     return (time.perf_counter() - start_time, time.process_time() - start_cpu), best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="500,1000,2000")
-    parser.add_argument("--old-path-sizes", default="500",
-                        help="sizes at which the previous GPyTorch fit is also timed")
-    parser.add_argument("--quick", action="store_true", help="smoke test; no JSON written")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    info = machine_info(note="one run per size on a 2-core machine shared with other jobs "
-                        "(load averages recorded): wall times are noisy, ratios less so")
-    old_sizes = {int(s) for s in args.old_path_sizes.split(",") if s}
+def measure(sizes: list[int], old_sizes: set[int], threads: str) -> list[dict]:
+    """One row per size, in this process's thread setting."""
+    if threads == "one":
+        torch.set_num_threads(1)
     rows = []
-    for n in (int(s) for s in args.sizes.split(",")):
+    for n in sizes:
         X, y, source = wine(n)
         Xs, ys = standardised_distinct(X, y)
         points = starts(X.shape[1])
@@ -145,7 +145,8 @@ def main() -> None:
             theirs, sklearn_lml = fit_sklearn(Xs, ys, points)
             old = fit_old_path(Xs, ys, points) if n in old_sizes else ((None, None), None)
         row = {
-            "n": n, "distinct_rows": len(ys), "data": source, "starts": len(points),
+            "n": n, "threads": threads, "distinct_rows": len(ys), "data": source,
+            "starts": len(points),
             "gpexplain_seconds": ours[0], "sklearn_seconds": theirs[0],
             "gpexplain_cpu_seconds": ours[1], "sklearn_cpu_seconds": theirs[1],
             "speedup_vs_sklearn": theirs[0] / ours[0],
@@ -158,13 +159,42 @@ def main() -> None:
             "cpu_speedup_vs_old_path": None if old[0][1] is None else old[0][1] / ours[1],
         }
         rows.append(row)
-        print(f"n={n:5d} ({len(ys)} distinct)  CPU s: gpexplain {ours[1]:.1f}, sklearn "
-              f"{theirs[1]:.1f} (x{theirs[1] / ours[1]:.2f}; wall x{theirs[0] / ours[0]:.2f})"
-              f"  LML {row['gpexplain_log_marginal_likelihood']:.3f} vs {sklearn_lml:.3f}"
+        print(f"threads={threads} n={n:5d} ({len(ys)} distinct)  CPU s: gpexplain "
+              f"{ours[1]:.1f}, sklearn {theirs[1]:.1f} (x{theirs[1] / ours[1]:.2f}; wall "
+              f"x{theirs[0] / ours[0]:.2f})  LML {row['gpexplain_log_marginal_likelihood']:.3f}"
+              f" vs {sklearn_lml:.3f}"
               + ("" if old[1] is None else f"  old path CPU {old[0][1]:.1f} s LML {old[1]:.3f}"),
-              flush=True)
-        if not args.quick:  # after every size: a run cut short keeps the sizes it finished
+              file=sys.stderr, flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="500,1000,2000,5000")
+    parser.add_argument("--old-path-sizes", default="500",
+                        help="sizes at which the previous GPyTorch fit is also timed")
+    parser.add_argument("--quick", action="store_true", help="smoke test; no JSON written")
+    parser.add_argument("--child", choices=THREAD_SETTINGS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    old_sizes = {int(s) for s in args.old_path_sizes.split(",") if s}
+    if args.child:  # one thread setting: rows as JSON on stdout
+        print(json.dumps(measure(sizes, old_sizes, args.child)))
+        return
+    info = machine_info(note="one run per size and thread setting on a 2-core machine shared "
+                        "with other jobs (load averages recorded): wall times are noisy, "
+                        "ratios less so")
+    rows = []
+    for n in sizes:  # size by size, so that a run cut short keeps the sizes it finished
+        for threads in THREAD_SETTINGS:
+            command = [sys.executable, __file__, "--sizes", str(n), "--old-path-sizes",
+                       args.old_path_sizes, "--child", threads]
+            output = subprocess.run(command, check=True, capture_output=False,
+                                    stdout=subprocess.PIPE, text=True).stdout
+            rows.extend(json.loads(output))
+        if not args.quick:
             path = write_results("fit_speed", {"machine": info, "sizes_requested": args.sizes,
+                                               "thread_settings": list(THREAD_SETTINGS),
                                                "results": rows})
             print(f"wrote {path}", flush=True)
 

@@ -17,8 +17,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
     ("script", "figure"),
     [
         ("synthetic_heteroscedasticity.py", "synthetic_heteroscedasticity.png"),
-        ("taipei_affine_scale_invariance.py", "taipei_attributions.png"),
-        ("digits_classifier.py", "digits_10class.png"),
+        # Over a minute each on 2 cores: in `make test-long`, which CI runs after `make test`.
+        pytest.param("taipei_affine_scale_invariance.py", "taipei_attributions.png",
+                     marks=pytest.mark.long),
+        pytest.param("digits_classifier.py", "digits_10class.png", marks=pytest.mark.long),
     ],
 )
 def test_example_runs(script, figure, tmp_path, monkeypatch, capsys):
