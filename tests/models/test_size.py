@@ -49,3 +49,36 @@ def test_cli_refuses_an_exact_gp_too_large_in_one_line(tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert "--model sparse" in result.output
+
+
+def test_subsample_hyperparameters_lower_the_estimate_to_the_conditioning(monkeypatch):
+    # 20,000 rows: five n x n matrices (14.9 GiB) to fit on all rows, three (8.9 GiB) to
+    # condition on them after fitting 3,000.
+    monkeypatch.setattr(_size, "available_memory", lambda: 12 * 2**30)
+    with pytest.raises(ValueError, match=r"20000 rows needs about 14.9 GiB \(5 n x n"):
+        _size.check_exact_size(20_000)
+    _size.check_exact_size(20_000, fit_rows=3000)
+    monkeypatch.setattr(_size, "available_memory", lambda: 8 * 2**30)
+    with pytest.raises(ValueError, match=r"20000 rows needs about 8.9 GiB \(3 n x n"):
+        _size.check_exact_size(20_000, fit_rows=3000)
+
+
+def test_hyperparameters_on_a_subsample_posterior_on_every_row():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-2, 2, size=(120, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=120)
+    model = gx.GPRegressor(n_restarts=0, hyperparameter_rows=40).fit(X, y)
+    assert model.hyperparameter_rows_ == 40
+    # The posterior conditions on all 120 rows: its mean, written out here with NumPy from the
+    # fitted hyperparameters alone, uses every row.
+    lengthscale, variance = model.kernel_.lengthscale, model.kernel_.variance
+    def k(A, B):
+        return variance * np.exp(-0.5 * (((A[:, None] - B[None]) / lengthscale) ** 2).sum(-1))
+    K = k(X, X) + model.noise_ * np.eye(120)
+    X_new = rng.uniform(-2, 2, size=(5, 2))
+    expected = model.mean_ + k(X_new, X) @ np.linalg.solve(K, y - model.mean_)
+    np.testing.assert_allclose(model.predict(X_new), expected, rtol=1e-8, atol=1e-8)
+    everything = gx.GPRegressor(n_restarts=0, hyperparameter_rows=500).fit(X, y)
+    assert everything.hyperparameter_rows_ == 120
+    np.testing.assert_array_equal(
+        everything.kernel_.lengthscale, gx.GPRegressor(n_restarts=0).fit(X, y).kernel_.lengthscale)

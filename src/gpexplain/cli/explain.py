@@ -155,10 +155,16 @@ def _say_exact_cost(progress: Progress | PlainProgress, choice, data: Prepared) 
     with warnings.catch_warnings(record=True) as slow:
         warnings.simplefilter("always")
         try:
-            check_exact_size(len(data.X), model._n_full_starts())
+            check_exact_size(len(data.X), model._n_full_starts(), model.hyperparameter_rows)
         except ValueError as error:
             progress.stop()
             fail(str(error))
+    if model.hyperparameter_rows is not None:
+        say(progress.console,
+            f"{len(data.X)} rows: the hyperparameters are fitted on "
+            f"{model.hyperparameter_rows} seeded rows, and the posterior conditions exactly on "
+            "all of them (one Cholesky factorisation); --model sparse fits on every row in "
+            "O(n) memory.")
     for record in slow:
         say(progress.console, f"Warning: {record.message}")
         # Said once: the fit (and the held-out fit) would repeat it at the end; the filter

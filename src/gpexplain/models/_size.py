@@ -17,6 +17,11 @@ N_BY_N_COPIES = 5
 # n^3 / 1.2e8 seconds for the 4 default starts, the slower of the two rates.
 CUBES_PER_SECOND = 1.2e8
 DEFAULT_STARTS = 4
+# Conditioning on all rows once (hyperparameters fitted on a subsample): the kernel matrix, its
+# Cholesky factor and a distance matrix while the kernel is built.
+CONDITIONING_COPIES = 3
+# One-thread LAPACK Cholesky on this machine class (float64, AVX2).
+CONDITIONING_FLOPS_PER_SECOND = 2e10
 SLOW_FIT_SECONDS = 600.0
 _ALTERNATIVES = (
     "gx.SparseGPRegressor (--model sparse) or gx.RandomFeatureGPRegressor "
@@ -41,8 +46,13 @@ def exact_fit_estimate(n_rows: int, n_starts: int = DEFAULT_STARTS) -> tuple[int
     return n_bytes, seconds
 
 
-def check_exact_size(n_rows: int, n_starts: int = DEFAULT_STARTS) -> None:
+def check_exact_size(n_rows: int, n_starts: int = DEFAULT_STARTS,
+                     fit_rows: int | None = None) -> None:
     """Refuse an exact GP fit that cannot fit in memory; warn when it will take long.
+
+    ``fit_rows``: the hyperparameters are fitted on that many of the rows (``GPRegressor``'s
+    ``hyperparameter_rows``) and the posterior conditions on all ``n_rows`` once, which holds
+    ``CONDITIONING_COPIES`` n x n matrices and costs ``n^3 / 3`` flops.
 
     Raises
     ------
@@ -56,11 +66,17 @@ def check_exact_size(n_rows: int, n_starts: int = DEFAULT_STARTS) -> None:
         The estimated time exceeds ``SLOW_FIT_SECONDS``.
     """
     n_bytes, seconds = exact_fit_estimate(n_rows, n_starts)
+    copies = N_BY_N_COPIES
+    if fit_rows is not None and fit_rows < n_rows:
+        fit_bytes, seconds = exact_fit_estimate(fit_rows, n_starts)
+        copies = CONDITIONING_COPIES
+        n_bytes = max(fit_bytes, copies * 8 * n_rows * n_rows)
+        seconds += n_rows**3 / 3 / CONDITIONING_FLOPS_PER_SECOND
     available = available_memory()
     if n_bytes > available:
         raise ValueError(
             f"an exact GP on {n_rows} rows needs about {n_bytes / 2**30:.1f} GiB "
-            f"({N_BY_N_COPIES} n x n float64 matrices), more than the "
+            f"({copies} n x n float64 matrices), more than the "
             f"{available / 2**30:.1f} GiB available; {_ALTERNATIVES}"
         )
     if seconds > SLOW_FIT_SECONDS:

@@ -35,6 +35,9 @@ UNITS = "original units of X and y; noise and variance are variances"
 DEFAULT_N_INDUCING = 256
 DEFAULT_N_FREQUENCIES = 500
 RESTART_ROWS = 500
+# Above this many rows the command line fits the exact GP's hyperparameters on this many
+# seeded rows and conditions on all of them (GPRegressor's hyperparameter_rows).
+HYPERPARAMETER_ROWS = 3000
 # The kernel names that are products over the features: closed-form Shapley games and Sobol
 # indices exist for them.
 PRODUCT_KERNELS = KERNELS
@@ -175,7 +178,9 @@ def _regression_report(*fitted: str, units: str = UNITS) -> Callable:
     ``fitted`` (names without the trailing underscore), then the units."""
 
     def report(model, names: list[str]) -> dict:
-        values = {name: float(getattr(model, name + "_")) for name in fitted}
+        values = {name: getattr(model, name + "_") for name in fitted}
+        values = {name: value if isinstance(value, int) else float(value)
+                  for name, value in values.items()}
         return {**kernel_hyperparameters(model.kernel_, names), **values, "units": units}
 
     return report
@@ -198,6 +203,8 @@ def _exact_parameters(settings: Settings) -> dict:
     # Squared exponential: restarts explore on 500 rows, the best is refined on all of them
     # (the wine file's fit in seconds instead of minutes).
     rows = {"restart_rows": RESTART_ROWS} if settings.kernel in PRODUCT_KERNELS else {}
+    if settings.n_rows > HYPERPARAMETER_ROWS:
+        rows["hyperparameter_rows"] = HYPERPARAMETER_ROWS
     return {"kernel": settings.kernel, "random_state": settings.seed, **rows}
 
 
@@ -214,7 +221,7 @@ FAMILIES: Registry[ModelFamily] = Registry("model family")
 FAMILIES.register("exact", ModelFamily(
     GPRegressor, "regression", KERNEL_NAMES,
     ("integrated-gradients", "shapley", "shapley-interactions"), _exact_parameters,
-    _regression_report("noise", "mean"),
+    _regression_report("noise", "mean", "hyperparameter_rows"),
 ))
 FAMILIES.register("sparse", ModelFamily(
     SparseGPRegressor, "regression", KERNELS, ("integrated-gradients",), _sparse_parameters,

@@ -98,6 +98,15 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         optimum is a local maximum of the full likelihood found with ``1 + n_restarts``
         explorations at a fraction of their cost (each evaluation is O(n^3)); the command
         line uses 500. None (default) runs every start on all rows.
+    hyperparameter_rows : int, optional
+        Fit the hyperparameters (every start, and ``restart_rows`` within them) on a seeded
+        subsample of this many distinct rows, then condition the posterior exactly on all
+        rows with one Cholesky factorisation ("subset of data" hyperparameters, Rasmussen and
+        Williams 2006, Sec. 8.3.1). The fit costs O(m^3) per evaluation instead of O(n^3) and
+        the conditioning O(n^3 / 3) once, in memory for about three n x n matrices: 20,000
+        rows fit on a 24 GB machine. The posterior, its predictions and explanations are exact
+        given those hyperparameters. None (default) fits them on all rows; the command line
+        uses 3,000 above 3,000 rows.
 
     Attributes
     ----------
@@ -116,7 +125,11 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         Fitted constant prior mean (units of y).
     log_marginal_likelihood_value_ : float
         Optimum on the standardised targets (scikit-learn's ``normalize_y=True`` convention),
-        over the distinct rows (exact duplicate rows are fitted once, with a warning).
+        over the distinct rows (exact duplicate rows are fitted once, with a warning); with
+        ``hyperparameter_rows``, over that subsample.
+    hyperparameter_rows_ : int
+        How many rows the hyperparameters were fitted on (the distinct rows, or the
+        ``hyperparameter_rows`` subsample of them); the posterior conditions on all rows.
     restarts_ : list of dict
         Log marginal likelihood reached from each starting point (with ``restart_rows``: on
         the subsample, each entry with ``rows``, and a last entry ``start="refined"`` on all
@@ -149,6 +162,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     _parameter_constraints = {
         **MULTISTART_CONSTRAINTS,
         "restart_rows": Integer(2, allow_none=True),
+        "hyperparameter_rows": Integer(2, allow_none=True),
     }
 
     def __init__(
@@ -160,6 +174,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         max_iter: int = 200,
         random_state: int = 0,
         restart_rows: int | None = None,
+        hyperparameter_rows: int | None = None,
     ):
         self._store_parameters(locals())
 
@@ -238,7 +253,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     def _fit(self, X, y, names, callback) -> None:
         """Fit the hyperparameters and build the posterior (data and parameters validated)."""
         choice, ard = self._check_params()
-        check_exact_size(len(y), self._n_full_starts())
+        check_exact_size(len(y), self._n_full_starts(), self.hyperparameter_rows)
         constant, scaling = choice_scaling(X, names, choice.sees_constant_columns)
         x_mean, x_scale = scaling.x_mean, scaling.x_scale
         y_mean, y_scale = target_scaling(y)
@@ -258,6 +273,11 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
             )
             distinct = np.sort(distinct)
             Xs, ys = Xs[distinct], ys[distinct]
+        if self.hyperparameter_rows is not None and len(ys) > self.hyperparameter_rows:
+            rows = np.sort(np.random.default_rng([self.random_state, 3]).choice(
+                len(ys), self.hyperparameter_rows, replace=False))
+            Xs, ys = Xs[rows], ys[rows]
+        self.hyperparameter_rows_ = len(ys)
 
         starts = self._starting_points(choice, ard, scaling, y_scale)
         rng = np.random.default_rng([self.random_state, 1])  # shapes of restarts, not starts
