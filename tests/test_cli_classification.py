@@ -282,3 +282,19 @@ def test_report_save_model_and_model_from_in_classification_mode(tmp_path, monke
     summary = json.loads((again / "summary.json").read_text())
     assert summary["task"] == "classification"
     assert summary["holdout"]["skipped"] == "model loaded with --model-from"
+
+
+def test_n_inducing_applies_to_the_default_classifier(tmp_path, monkeypatch):
+    classifier = FAMILIES.get("classifier")
+    built, parameters = [], classifier.parameters
+    monkeypatch.setattr(classifier, "parameters",
+                        lambda settings: built.append(parameters(settings)) or built[-1])
+    frame = _frame(lambda f: np.where(f["a"] > 0, "yes", "no"))
+    result, _ = _run(tmp_path, frame, "--n-inducing", "8", "--rows", "0:3")
+    assert result.exit_code == 0, result.output
+    assert built and all(entry["n_inducing"] == 8 for entry in built)
+    # A regression target's exact GP has no inducing points: refused, naming who takes them.
+    frame["y"] = frame["a"] + frame["b"]
+    result, _ = _run(tmp_path, frame, "--n-inducing", "8", "--rows", "0:3")
+    assert result.exit_code == 2
+    assert "--n-inducing applies to --model sparse and to the classifier" in result.output

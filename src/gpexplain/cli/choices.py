@@ -80,6 +80,7 @@ class Choice:
     seed: int
     n_inducing: int
     options: dict = field(default_factory=dict)
+    n_inducing_given: bool = False
 
     @property
     def kernel_label(self) -> str:
@@ -131,8 +132,13 @@ def check_choice(
         raise ValueError(f"--method {method} does not apply to --model {model}; use {accepted}")
     if seed < 0:
         raise ValueError(f"--seed must be an integer >= 0, got {seed}")
-    if n_inducing is not None and "n_inducing" not in chosen.options:
-        raise ValueError(f"--n-inducing applies to --model {_taking('n_inducing')} only")
+    # Whether the family fitted takes --n-inducing is known once the task is (the default
+    # --model fits the classifier to a class target): check_n_inducing then.
+    if n_inducing is not None and not any(
+        "n_inducing" in entry.options and model in (entry.cli_names or (name,))
+        for name, entry in FAMILIES.items()
+    ):
+        raise ValueError(_n_inducing_refusal())
     if n_inducing is not None and n_inducing < 1:
         raise ValueError(f"--n-inducing must be a positive integer, got {n_inducing}")
     options = {}
@@ -153,7 +159,20 @@ def check_choice(
     elif game is not None or background is not None:
         raise ValueError("--game and --background apply to --model exact --method shapley only "
                          "(or --method interactions)")
-    return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING, options)
+    return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING, options,
+                  n_inducing is not None)
+
+
+def check_n_inducing(choice: Choice, task: str) -> None:
+    """ValueError when --n-inducing was given and the family fitted for ``task`` has no
+    inducing points."""
+    if choice.n_inducing_given and "n_inducing" not in family(choice.model, task).options:
+        raise ValueError(_n_inducing_refusal())
+
+
+def _n_inducing_refusal() -> str:
+    return (f"--n-inducing applies to --model {_taking('n_inducing')} and to the classifier "
+            "of a class target only")
 
 
 def _taking(option: str) -> str:

@@ -40,6 +40,7 @@ from gpexplain.cli.choices import (
     MODEL_HELP,
     Choice,
     check_choice,
+    check_n_inducing,
 )
 from gpexplain.cli.common import (
     PlainProgress,
@@ -113,6 +114,7 @@ def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
         X, y = saved.saved_features(frame, request.loaded, target), None
         task = saved.task_of(request.loaded.model)
     TASKS.get(task).check(request.choice, request.executor)
+    check_n_inducing(request.choice, task)
     if fitting or request.loaded.encoder is None:
         # Without a saved encoder a saved model's features are its (numeric) columns: there
         # the encoder is the identity.
