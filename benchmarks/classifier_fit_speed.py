@@ -102,8 +102,8 @@ def main() -> None:
             print(f"{name}: {label}: CPU {row['fit_cpu_seconds']:.1f} s, wall "
                   f"{row['fit_seconds']:.1f} s, accuracy {row['accuracy']:.3f}, log loss "
                   f"{row['log_loss']:.3f}", flush=True)
-        if not args.quick:
-            write_results("classifier_fit_speed", {"machine": info, "results": rows})
+            if not args.quick:  # after every fit: a run cut short keeps what it finished
+                write_results("classifier_fit_speed", {"machine": info, "results": rows})
 
 
 if __name__ == "__main__":
