@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +52,10 @@ class Attribution:
     difference_variance : ndarray (n_points,) or None
         Posterior ``Var[f(x) - mean_b f(baseline_b)]`` (or of ``f(x)`` minus the base value);
         completeness requires ``1^T cov 1`` to equal it.
+    point_cov : gpexplain.explain._points.PointCovariance or None
+        The covariance across points and features, (n_points, n_features, n_points,
+        n_features), evaluated lazily in blocks; set by ``return_cov="points"``, else None
+        (not saved by ``save``; dropped by ``group``).
     """
 
     mean: np.ndarray
@@ -63,6 +67,7 @@ class Attribution:
     feature_names: list[str]
     method: str
     difference_variance: np.ndarray | None = None
+    point_cov: object | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         n_points, n_features = self.mean.shape
@@ -222,7 +227,8 @@ class Attribution:
         if self.cov is not None:
             cov = np.einsum("gi,pij,hj->pgh", matrix, self.cov, matrix)
         return replace(
-            self, mean=self.mean @ matrix.T, cov=cov, X=X, baseline=baseline, feature_names=names
+            self, mean=self.mean @ matrix.T, cov=cov, X=X, baseline=baseline, feature_names=names,
+            point_cov=None,
         )
 
     def to_frame(self, level: float = 0.95) -> pd.DataFrame:

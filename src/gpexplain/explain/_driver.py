@@ -39,12 +39,14 @@ block of points and a ``_ChunkTask`` (posterior, bound scheme, functional), so w
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 
 from gpexplain.explain._mixture import mixture_attribution
 from gpexplain.explain._parquet import check_output_path, write_parquet
+from gpexplain.explain._points import PointCovariance, check_return_cov
 from gpexplain.explain._result import finished_attribution
 from gpexplain.explain.linked import explain_linked
 from gpexplain.functionals.base import LinearFunctional
@@ -125,7 +127,7 @@ def explain(
     X,
     functional: LinearFunctional,
     *,
-    return_cov: bool = True,
+    return_cov: bool | str = True,
     chunk_size: int | None = None,
     client=None,
     output_path=None,
@@ -141,8 +143,12 @@ def explain(
     functional : LinearFunctional
         What to compute (e.g. ``IntegratedGradient``); it must have a scheme for the
         posterior's kernel.
-    return_cov : bool, default True
-        Also compute the (n_points, D, D) covariance; False returns ``cov=None``.
+    return_cov : bool or "points", default True
+        Also compute the (n_points, D, D) covariance; False returns ``cov=None``; "points"
+        also attaches ``Attribution.point_cov``, the covariance across points and features
+        (``gpexplain.explain._points.PointCovariance``, evaluated lazily in memory-bounded
+        blocks, on ``client`` when given; its cost is stated there). Not for probability-level
+        explanations or mixtures, nor with ``output_path``.
     chunk_size : int, optional
         Points per chunk (bounds memory); chosen from the scheme's memory per point by default.
     client : distributed.Client, optional
@@ -170,8 +176,18 @@ def explain(
         A non-finite result (never returned silently).
     """
     check_chunk_size(chunk_size)
+    check_return_cov(return_cov)
     check_client(client)
     output_path = check_output_path(output_path)
+    points = return_cov == "points"
+    if points and (output_path is not None or isinstance(
+            model_or_posterior, LinkedPosterior | MixturePosterior)):
+        raise NotImplementedError(
+            "return_cov='points' (covariance across points) is not yet supported for "
+            "probability-level explanations, mixture posteriors or output_path=: explain the "
+            "latent GP of one posterior in memory, or use return_cov=True."
+        )
+    return_cov = bool(return_cov)
     # -- link step (GP classifiers): probability-level explanations -------------------------
     if isinstance(model_or_posterior, LinkedPosterior):
         if client is not None or output_path is not None:
@@ -200,6 +216,8 @@ def explain(
     # The kernel first: a model this explanation does not apply to is named before its inputs.
     scheme = functional.bind(posterior.kernel, Z)
     X = posterior.check_inputs(X)
+    if points and len(X):  # refused by name before any work when the scheme has no such term
+        scheme.prior_between(X[:1], X[:1])
     if chunk_size is None:
         chunk_size = default_chunk_size(*Z.shape, copies_per_point=scheme.copies_per_point())
     chunks = iter_chunks(
@@ -209,10 +227,15 @@ def explain(
     if output_path is not None:
         return write_parquet(output_path, chunks, functional.output_names(posterior), caller)
     mean, cov, prediction, reference, difference_variance = concatenate_chunks(chunks)
-    return finished_attribution(
+    attribution = finished_attribution(
         caller, functional, X, mean=mean, cov=cov, prediction=prediction,
         baseline_prediction=None if reference is None else float(reference[0]),
         feature_names=functional.output_names(posterior), method=functional.describe(scheme),
         difference_variance=difference_variance, check_completeness=functional.complete,
         posterior=posterior,
     )
+    if points:
+        attribution = replace(
+            attribution, point_cov=PointCovariance(posterior, scheme, functional, X, client=client)
+        )
+    return attribution

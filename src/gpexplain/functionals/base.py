@@ -74,6 +74,24 @@ class Scheme(ABC):
         """Both terms; schemes that share work between them override this."""
         return self.cross(X), self.prior(X)
 
+    def prior_between(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """Two-point prior term ``P[p, q, i, j] = L_i(x_p) L_j'(x'_q) k``, (n1, n2, D, D).
+
+        What the covariance across explained points needs (``return_cov="points"``); equal to
+        ``prior`` on the diagonal ``x_p = x'_q``. Schemes without it refuse by name.
+
+        Raises
+        ------
+        NotImplementedError
+            The scheme has no two-point prior term yet.
+        """
+        raise NotImplementedError(
+            f"the covariance across points (return_cov='points') is not yet supported for "
+            f"{self.functional.name or type(self.functional).__name__} evaluated by "
+            f"{type(self).__name__} on kernel {self.kernel!r}; use return_cov=True (per-point "
+            "covariance) or a kernel with a two-point prior term (gx.kernels.RBF)."
+        )
+
     def copies_per_point(self) -> int:
         """(n_basis, n_features) float64 slabs one point needs at once (for chunking)."""
         return 1

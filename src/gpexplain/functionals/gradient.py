@@ -82,6 +82,9 @@ class ClosedFormGradient(Scheme):
     def prior(self, X):
         return self.kernel.gradient_prior(X)
 
+    def prior_between(self, X1, X2):
+        return self.kernel.gradient_prior_between(X1, X2)
+
 
 @Gradient.register(Kernel)
 class DerivativeProcessGradient(Scheme):

@@ -1,0 +1,177 @@
+"""Covariance of attributions across points (``return_cov="points"``, issue 25).
+
+Against Monte Carlo over joint posterior sample paths (``tests/reference/posterior_sample_paths``,
+|z| < 5 on every mean and covariance entry), for integrated gradients, gradients and baseline
+Shapley values on exact and sparse variational posteriors (integrated gradients also on a
+random-feature posterior); GPX weights against explicit Gaussian conditioning of the weights
+at training and query points; diagonal blocks equal to the per-point covariance; the full
+matrix positive semi-definite; blocks of any size and Dask equal to one block.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpexplain.explain._driver import explain
+from gpexplain.explain._points import PointCovariance
+from gpexplain.functionals import Gradient, IntegratedGradient
+from gpexplain.functionals.local_linear_weight import LocalLinearWeight
+from gpexplain.functionals.product_shapley import ProductShapley
+from gpexplain.kernels import RBF
+from gpexplain.kernels.locally_linear import LocallyLinear
+from gpexplain.kernels.random_features import RandomFeatureKernel
+from gpexplain.posterior import ExactPosterior, RandomFeaturePosterior, VariationalPosterior
+from tests.reference import posterior_sample_paths as ref
+
+D = 3
+rng = np.random.default_rng(25)
+TRAIN = rng.uniform(-2, 2, size=(12, D))
+Y = np.sin(TRAIN[:, 0]) + TRAIN[:, 1] * TRAIN[:, 2]
+QUERY = rng.uniform(-1.5, 1.5, size=(3, D))
+BASELINE = np.array([0.2, -0.3, 0.1])
+LENGTHSCALE, VARIANCE = np.array([0.9, 1.3, 1.1]), 1.5
+N_PATHS = 3000
+
+
+def _exact():
+    return ExactPosterior(TRAIN, Y, RBF(LENGTHSCALE, VARIANCE), 0.05)
+
+
+def _variational():
+    Z = TRAIN[::2]
+    cov = 0.05 * np.eye(len(Z)) + 0.02 * np.ones((len(Z), len(Z)))
+    return VariationalPosterior(Z, np.sin(Z[:, 0]), cov, RBF(LENGTHSCALE, VARIANCE), 0.3)
+
+
+POSTERIORS = {"exact": _exact, "variational": _variational}
+FUNCTIONALS = {
+    "integrated gradients": (lambda: IntegratedGradient(BASELINE[None, :]),
+                             lambda p, X: ref.integrated_gradients(p, X, BASELINE, 24)),
+    "gradients": (lambda: Gradient(), lambda p, X: p.grad(X)),
+    "gradient x input": (lambda: Gradient(True, BASELINE),
+                         lambda p, X: (X - BASELINE)[None] * p.grad(X)),
+    "baseline shapley": (lambda: ProductShapley("baseline", BASELINE[None, :]),
+                         lambda p, X: ref.baseline_shapley(p, X, BASELINE)),
+}
+
+
+def _paths(posterior, prior, seed):
+    Q = posterior.quadratic_form(np.eye(len(posterior.train_inputs)))
+    return ref.PosteriorPaths(prior, posterior.train_inputs, posterior.alpha, posterior.mean,
+                              Q, N_PATHS, np.random.default_rng(seed))
+
+
+def _check_against_paths(result, samples):
+    full = result.point_cov.dense().reshape(result.mean.size, result.mean.size)
+    mean_z, cov_z = ref.covariance_z_scores(
+        samples.reshape(len(samples), -1), result.mean.ravel(), full)
+    assert np.abs(mean_z).max() < 5 and np.abs(cov_z).max() < 5, (mean_z, cov_z)
+
+
+@pytest.mark.parametrize("posterior_kind", sorted(POSTERIORS))
+@pytest.mark.parametrize("name", sorted(FUNCTIONALS))
+def test_covariance_across_points_matches_joint_sample_paths(posterior_kind, name):
+    build, on_paths = FUNCTIONALS[name]
+    posterior = POSTERIORS[posterior_kind]()
+    result = explain(posterior, QUERY, build(), return_cov="points")
+    paths = _paths(posterior, ref.SEPrior(LENGTHSCALE, VARIANCE, D, 100), seed=len(name))
+    _check_against_paths(result, on_paths(paths, QUERY))
+    # diagonal blocks: the per-point covariance; the whole matrix PSD
+    full = result.point_cov.dense()
+    for p in range(len(QUERY)):
+        np.testing.assert_allclose(full[p, :, p], result.cov[p], rtol=0,
+                                   atol=1e-11 * np.abs(result.cov).max())
+    flat = full.reshape(result.mean.size, -1)
+    np.testing.assert_array_equal(flat, flat.T)
+    assert np.linalg.eigvalsh(flat).min() > -1e-10 * np.abs(flat).max()
+
+
+def test_random_feature_posterior_integrated_gradients_match_sample_paths():
+    kernel = RandomFeatureKernel.from_rbf(RBF(LENGTHSCALE, VARIANCE), 10, D, random_state=1)
+    posterior = RandomFeaturePosterior(TRAIN, Y, kernel, 0.05)
+    result = explain(posterior, QUERY, IntegratedGradient(BASELINE[None, :]), return_cov="points")
+    # the representer form of this posterior is over the training points, with a rank-20
+    # kernel: sample its weights directly (f = phi^T w, w | y Gaussian), not by conditioning
+    phi = lambda X: np.sqrt(VARIANCE / 10) * np.hstack(  # noqa: E731
+        [np.cos(X @ kernel.frequencies.T), np.sin(X @ kernel.frequencies.T)])
+    F = phi(TRAIN)
+    precision = F.T @ F / 0.05 + np.eye(20)
+    cov_w = np.linalg.inv(precision)
+    mean_w = cov_w @ F.T @ Y / 0.05
+    weights = np.random.default_rng(5).multivariate_normal(mean_w, cov_w, size=N_PATHS)
+    nodes, node_weights = np.polynomial.legendre.leggauss(64)
+    samples = 0.0
+    for s, w in zip(0.5 * (nodes + 1), 0.5 * node_weights, strict=True):
+        points = BASELINE + s * (QUERY - BASELINE)  # gradient of phi(x)^T w, by hand
+        v = kernel.frequencies
+        grad_phi = np.sqrt(VARIANCE / 10) * np.concatenate(
+            [-np.sin(points @ v.T)[:, :, None] * v, np.cos(points @ v.T)[:, :, None] * v], 1)
+        samples = samples + w * np.einsum("nf,xfd->nxd", weights, grad_phi)
+    _check_against_paths(result, (QUERY - BASELINE)[None] * samples)
+
+
+def test_gpx_weights_match_explicit_conditioning():
+    n_inputs, n_z = 2, 2
+    data = rng.normal(size=(8, n_inputs + n_z))
+    query = rng.normal(size=(3, n_inputs + n_z))
+    kernel = LocallyLinear(RBF([0.8, 1.2], 1.3), n_inputs, weight_noise=0.07)
+    noise = 0.1  # the kernel leaves the weight noise at the training rows to the noise term
+    posterior = ExactPosterior(data, np.cos(data[:, 0]) * data[:, 2], kernel,
+                               noise + 0.07 * np.sum(data[:, n_inputs:] ** 2, axis=1))
+    result = explain(posterior, query, LocalLinearWeight(n_inputs, "weights"),
+                     return_cov="points")
+    # prior of the weights at the 8 training and 3 query inputs, w_l independent over l
+    x_all = np.vstack([data[:, :n_inputs], query[:, :n_inputs]])
+    diff = (x_all[:, None] - x_all[None]) / np.array([0.8, 1.2])
+    gram = 1.3 * np.exp(-0.5 * np.sum(diff**2, 2)) + 0.07 * np.eye(len(x_all))
+    prior = np.kron(np.eye(n_z), gram)  # vec over (feature, point)
+    n = len(data)
+    rows = np.zeros((n, n_z * len(x_all)))  # y_n = sum_l w_l(x_n) z_nl + noise
+    for col in range(n_z):
+        rows[np.arange(n), col * len(x_all) + np.arange(n)] = data[:, n_inputs + col]
+    gain = prior @ rows.T @ np.linalg.inv(rows @ prior @ rows.T + noise * np.eye(n))
+    post = prior - gain @ rows @ prior
+    index = [col * len(x_all) + n + p for p in range(3) for col in range(n_z)]  # (point, feature)
+    np.testing.assert_allclose(
+        result.point_cov.dense().reshape(6, 6), post[np.ix_(index, index)], atol=1e-10)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: IntegratedGradient(np.stack([BASELINE, -BASELINE]), n_steps=24),
+    lambda: ProductShapley("interventional", TRAIN[:3]),
+], ids=["two baselines", "interventional shapley"])
+def test_diagonal_blocks_and_psd_for_averaged_functionals(build):
+    result = explain(_exact(), QUERY, build(), return_cov="points")
+    full = result.point_cov.dense()
+    for p in range(len(QUERY)):
+        np.testing.assert_allclose(full[p, :, p], result.cov[p], rtol=0,
+                                   atol=1e-10 * np.abs(result.cov).max())
+    flat = full.reshape(result.mean.size, -1)
+    assert np.linalg.eigvalsh(flat).min() > -1e-10 * np.abs(flat).max()
+
+
+def test_blocks_of_any_size_equal_one_block():
+    result = explain(_exact(), np.vstack([QUERY, QUERY[:2] + 0.3]), Gradient(),
+                     return_cov="points")
+    covariance = result.point_cov
+    one = PointCovariance(*covariance._task, block_size=100).dense()
+    for size in (1, 2, 3):
+        np.testing.assert_allclose(
+            PointCovariance(*covariance._task, block_size=size).dense(), one,
+            rtol=0, atol=1e-14 * np.abs(one).max())
+
+
+def test_unsupported_kernel_and_paths_are_refused_by_name():
+    import gpytorch
+
+    from gpexplain.kernels import GPyTorchKernel
+
+    kernel = GPyTorchKernel(gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(2.5)))
+    posterior = ExactPosterior(TRAIN, Y, kernel, 0.05)
+    with pytest.raises(NotImplementedError, match="not yet supported.*gradient"):
+        explain(posterior, QUERY, Gradient(), return_cov="points")
+    with pytest.raises(ValueError, match="return_cov must be"):
+        explain(_exact(), QUERY, Gradient(), return_cov="point")
+    with pytest.raises(NotImplementedError, match="output_path"):
+        explain(_exact(), QUERY, Gradient(), return_cov="points", output_path="x.parquet")
