@@ -14,6 +14,7 @@ from gpexplain.accuracy import CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import (
+    global_importance,
     global_shapley_values,
     gpx_explanation,
     gradients,
@@ -21,7 +22,7 @@ from gpexplain.explain import (
     shapley_values,
 )
 from gpexplain.explain.sensitivity import global_sensitivity
-from gpexplain.global_attribution import GlobalSensitivity, GlobalShapleyValues
+from gpexplain.global_attribution import GlobalImportance, GlobalSensitivity, GlobalShapleyValues
 from gpexplain.kernels import measures
 from gpexplain.models import (
     AdditiveGPRegressor,
@@ -56,6 +57,7 @@ __all__ = [
     "GPClassifier",
     "GPRegressor",
     "GPXRegressor",
+    "GlobalImportance",
     "GlobalSensitivity",
     "GlobalShapleyValues",
     "LaplacePosterior",
@@ -68,6 +70,7 @@ __all__ = [
     "from_botorch",
     "from_gpytorch",
     "from_sklearn",
+    "global_importance",
     "global_sensitivity",
     "global_shapley_values",
     "gpx_explanation",
