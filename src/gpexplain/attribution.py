@@ -55,7 +55,7 @@ class Attribution:
     point_cov : gpexplain.explain._points.PointCovariance or None
         The covariance across points and features, (n_points, n_features, n_points,
         n_features), evaluated lazily in blocks; set by ``return_cov="points"``, else None
-        (not saved by ``save``; dropped by ``group``).
+        (not saved by ``save``; ``group`` maps it with the group matrix).
     """
 
     mean: np.ndarray
@@ -110,6 +110,41 @@ class Attribution:
             raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
         half = norm.ppf(0.5 + level / 2.0) * self.std
         return self.mean - half, self.mean + half
+
+    def sample(self, n: int, random_state=None) -> np.ndarray:
+        """Joint posterior draws of the attributions over all explained points and features.
+
+        The attribution is a GP over the inputs (Butler et al. 2024, Theorem 1), so the draws
+        are from ``N(mean, point_cov)`` jointly across points: each draw is one attribution
+        function evaluated at the explained points (factorised once by an eigendecomposition,
+        O((n_points n_features)^3); ``point_cov.dense()`` bounds the size).
+
+        Parameters
+        ----------
+        n : int
+            Number of draws (>= 1).
+        random_state : int or numpy.random.Generator, optional
+
+        Returns
+        -------
+        ndarray (n, n_points, n_features)
+
+        Raises
+        ------
+        ValueError
+            No covariance across points (explain with ``return_cov="points"``), or n not a
+            positive integer.
+        """
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"n must be a positive integer, got {n!r}.")
+        if self.point_cov is None:
+            raise ValueError("sample needs the covariance across points: explain with "
+                             "return_cov='points'.")
+        dense = self.point_cov.dense().reshape(self.mean.size, self.mean.size)
+        values, vectors = np.linalg.eigh(dense)
+        root = vectors * np.sqrt(np.clip(values, 0.0, None))
+        noise = np.random.default_rng(random_state).standard_normal((int(n), self.mean.size))
+        return (self.mean.ravel() + noise @ root.T).reshape(int(n), *self.mean.shape)
 
     def completeness_gap(self) -> dict[str, float]:
         """Largest completeness violations over the points.
@@ -228,7 +263,7 @@ class Attribution:
             cov = np.einsum("gi,pij,hj->pgh", matrix, self.cov, matrix)
         return replace(
             self, mean=self.mean @ matrix.T, cov=cov, X=X, baseline=baseline, feature_names=names,
-            point_cov=None,
+            point_cov=None if self.point_cov is None else self.point_cov.grouped(matrix),
         )
 
     def to_frame(self, level: float = 0.95) -> pd.DataFrame:

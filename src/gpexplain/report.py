@@ -210,11 +210,11 @@ def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: d
     """Global importance, dependence, per-row explanations and completeness of one
     ``Attribution`` (``title``: e.g. " of class b", appended to each heading)."""
     parts = []
+    importance, note = _importance(summary, attr)
     parts.append(
         f"<h2>Global importance{title}</h2><p class='note'>Mean |attribution| over the "
-        f"{attr.n_points} explained rows; error bars &plusmn;1.96 &times; the mean posterior "
-        "standard deviation (conservative).</p>"
-        f"<figure>{_png(plot_global_importance(attr))}</figure>"
+        f"{attr.n_points} explained rows; {note}.</p>"
+        f"<figure>{_png(plot_global_importance(attr, importance=importance))}</figure>"
         f"<figure>{_png(plot_summary(attr))}</figure>"
     )
     order = np.argsort(-np.mean(np.abs(attr.mean), axis=0), kind="stable")
@@ -251,6 +251,32 @@ def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: d
     parts.append("".join(per_row))
     parts.append(_completeness(summary, attr, gaps, title))
     return parts
+
+
+def _importance(summary: dict, attr: Attribution):
+    """The exact ``GlobalImportance`` the command line wrote into summary.json (its
+    ``global_importance``: posterior mean and std of each feature's mean |attribution|, from
+    the covariance across rows), and the sentence describing the error bars."""
+    from gpexplain.global_attribution import GlobalImportance
+
+    written = summary.get("global_importance") or {}
+    names = list(attr.feature_names)
+    if "mean" not in written or list(written["mean"]) != names:
+        reason = written.get("skipped", "not computed for this run")
+        return None, f"no error bars ({_text(reason)})"
+    probability = np.array([[0.0 if a == b else np.nan if written["probability_greater"][a][b]
+                             is None else written["probability_greater"][a][b]
+                             for b in names] for a in names])
+    importance = GlobalImportance(
+        mean=np.array([written["mean"][n] for n in names]),
+        std=np.array([written["std"][n] for n in names]), cov=None,
+        probability_greater=probability,
+        probability_standard_error=written["probability_standard_error"], summary="mean_abs",
+        n_points=written["n_points"], n_samples=written["n_samples"], feature_names=names,
+        method=summary.get("method", ""), note=written.get("note", ""))
+    return importance, ("bars are posterior means and error bars &plusmn;1.96 &times; the exact "
+                        "posterior standard deviation of each feature's mean |attribution|, "
+                        "from the covariance of the attributions across rows")
 
 
 def _method(summary: dict) -> str:

@@ -175,3 +175,38 @@ def test_unsupported_kernel_and_paths_are_refused_by_name():
         explain(_exact(), QUERY, Gradient(), return_cov="point")
     with pytest.raises(NotImplementedError, match="output_path"):
         explain(_exact(), QUERY, Gradient(), return_cov="points", output_path="x.parquet")
+
+
+def test_joint_samples_have_the_covariance_across_points_and_group_maps_it():
+    result = explain(_exact(), QUERY, Gradient(), return_cov="points")
+    draws = result.sample(20_000, random_state=4)
+    assert draws.shape == (20_000, *result.mean.shape)
+    full = result.point_cov.dense().reshape(result.mean.size, -1)
+    _, cov_z = ref.covariance_z_scores(draws.reshape(len(draws), -1), result.mean.ravel(), full)
+    assert np.abs(cov_z).max() < 5
+    grouped = result.group({"ab": ["x0", "x1"], "c": ["x2"]}, X=QUERY[:, [0, 2]])
+    dense = grouped.point_cov.dense()
+    summed = result.point_cov.dense()
+    np.testing.assert_allclose(dense[:, 0, :, 0], summed[:, :2, :, :2].sum(axis=(1, 3)),
+                               atol=1e-14)
+    for p in range(len(QUERY)):
+        np.testing.assert_allclose(dense[p, :, p], grouped.cov[p], atol=1e-12)
+    with pytest.raises(ValueError, match="return_cov='points'"):
+        explain(_exact(), QUERY, Gradient()).sample(3)
+
+
+def test_simultaneous_band_factor_covers_whole_draws():
+    from gpexplain.plot import plot_dependence, simultaneous_band_factor
+
+    result = explain(_exact(), rng.uniform(-1.5, 1.5, size=(25, D)), IntegratedGradient(
+        BASELINE[None, :], n_steps=24), return_cov="points")
+    cov = result.point_cov.feature_matrix(0)
+    c = simultaneous_band_factor(cov)
+    assert 1.96 < c < 3.5
+    draws = np.random.default_rng(9).multivariate_normal(np.zeros(len(cov)), cov, 20_000,
+                                                         method="eigh")
+    inside = np.all(np.abs(draws) <= c * np.sqrt(np.diag(cov)), axis=1).mean()
+    assert abs(inside - 0.95) < 5 * np.sqrt(0.95 * 0.05 / 20_000) + 0.01  # + the factor's MC
+    figure = plot_dependence(result, 0)
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert any("simultaneous 95% band" in label for label in labels)

@@ -135,6 +135,7 @@ class PointCovariance:
         self.client = check_client(client)
         n_outputs = len(functional.output_names(posterior))
         self.shape = (len(X), n_outputs, len(X), n_outputs)
+        self.output_map = None  # (G, D) linear map of the outputs (``grouped``)
         if block_size is None:
             n_steps = getattr(functional, "n_steps", 1)
             per_pair = 8 * (4 * n_steps**2 + 16 * n_outputs**2)
@@ -164,7 +165,24 @@ class PointCovariance:
         for rows in (rows1, rows2):
             if rows.size and (rows.min() < -self.n_points or rows.max() >= self.n_points):
                 raise IndexError(f"rows must lie in range({self.n_points}).")
-        return point_block(rows1, rows2, self._task)
+        return self._mapped(point_block(rows1, rows2, self._task))
+
+    def _mapped(self, block: np.ndarray) -> np.ndarray:
+        if self.output_map is None:
+            return block
+        return np.einsum("gi,piqj,hj->pgqh", self.output_map, block, self.output_map)
+
+    def grouped(self, matrix: np.ndarray) -> PointCovariance:
+        """The covariance of the outputs ``matrix @ attr`` (e.g. ``Attribution.group``'s sums
+        of features): ``M C M^T`` per block. ``matrix`` is (G, D)."""
+        matrix = np.asarray(matrix, float)
+        if matrix.ndim != 2 or matrix.shape[1] != self.n_outputs:
+            raise ValueError(f"matrix must have shape (G, {self.n_outputs}).")
+        copy = object.__new__(PointCovariance)
+        copy.__dict__.update(self.__dict__)
+        copy.output_map = matrix if self.output_map is None else matrix @ self.output_map
+        copy.shape = (self.n_points, len(matrix), self.n_points, len(matrix))
+        return copy
 
     def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
         """``(start1, start2, block)`` for every block pair with ``start2 >= start1`` (the
@@ -178,7 +196,20 @@ class PointCovariance:
             starts[:, 0], strict=True,
         ):
             for start2, block in row:
-                yield int(start1), start2, block
+                yield int(start1), start2, self._mapped(block)
+
+    def feature_matrix(self, feature: int) -> np.ndarray:
+        """``Cov[attr_i(x_p), attr_i(x_q)]`` for one output i over all points, (n, n), from
+        the blocks (memory: one block pair plus the n x n result)."""
+        if not 0 <= feature < self.n_outputs:
+            raise IndexError(f"feature must lie in range({self.n_outputs}).")
+        matrix = np.empty((self.n_points, self.n_points))
+        for start1, start2, block in self.blocks():
+            part = block[:, feature, :, feature]
+            n1, n2 = part.shape
+            matrix[start1 : start1 + n1, start2 : start2 + n2] = part
+            matrix[start2 : start2 + n2, start1 : start1 + n1] = part.T
+        return matrix
 
     def dense(self) -> np.ndarray:
         """The whole matrix, (n_points, D, n_points, D), exactly symmetric.
