@@ -214,7 +214,7 @@ def test_covariance_across_points_on_the_cluster_equals_one_block(client, proble
     posterior, Q = problem
     remote = gx.integrated_gradients(posterior, Q[:20], return_cov="points", client=client)
     remote.point_cov.block_size = 7
-    one = PointCovariance(*remote.point_cov._task, block_size=20).dense()
+    one = PointCovariance(*remote.point_cov._task[:4], block_size=20).dense()
     np.testing.assert_allclose(remote.point_cov.dense(), one, rtol=0,
                                atol=1e-12 * np.abs(one).max())
     serial = gx.global_importance(posterior, Q[:20], summary="mean_abs", max_joint=1)

@@ -64,15 +64,19 @@ class _BlockTask(NamedTuple):
     scheme: object
     functional: object
     X: np.ndarray
+    cross: np.ndarray | None = None  # the cross terms of all points, when they fit
 
 
 def point_block(rows1: np.ndarray, rows2: np.ndarray, task: _BlockTask) -> np.ndarray:
     """``Cov[attr(X[rows1]), attr(X[rows2])]``, shape (n1, D, n2, D) (module level for Dask)."""
-    posterior, scheme, functional, X = task
+    posterior, scheme, functional, X, cross = task
     X1, X2 = X[rows1], X[rows2]
-    cross1 = scheme.cross(X1)
     same = np.array_equal(rows1, rows2)
-    cross2 = cross1 if same else scheme.cross(X2)
+    if cross is not None:
+        cross1, cross2 = cross[rows1], cross[rows2]
+    else:
+        cross1 = scheme.cross(X1)
+        cross2 = cross1 if same else scheme.cross(X2)
     (n1, n_outputs, n_basis), n2 = cross1.shape, len(X2)
     data = posterior.quadratic_form(
         cross1.reshape(n1 * n_outputs, n_basis),
@@ -190,13 +194,32 @@ class PointCovariance:
         from gpexplain.parallel import iter_chunks
 
         starts = np.arange(0, self.n_points, self.block_size)[:, None]
-        task = (self._task, self.n_points, self.block_size)
+        task = (self._with_cross(), self.n_points, self.block_size)
         for (row,), start1 in zip(
             iter_chunks(_row_block_chunk, task, starts, 1, client=self.client),
             starts[:, 0], strict=True,
         ):
             for start2, block in row:
                 yield int(start1), start2, self._mapped(block)
+
+    def _with_cross(self) -> _BlockTask:
+        """The task with every point's cross term computed once (not once per block pair)
+        when they fit in ``_BLOCK_BUDGET_BYTES``; as it is otherwise."""
+        task = self._task
+        if task.cross is not None:
+            return task
+        n_basis = len(task.posterior.train_inputs)
+        if 8 * self.n_points * self._task_outputs() * n_basis > _BLOCK_BUDGET_BYTES:
+            return task
+        cross = np.concatenate([
+            task.scheme.cross(task.X[start : start + self.block_size])
+            for start in range(0, self.n_points, self.block_size)
+        ]) if self.n_points else None
+        self._task = task._replace(cross=cross)
+        return self._task
+
+    def _task_outputs(self) -> int:
+        return self.shape[1] if self.output_map is None else self.output_map.shape[1]
 
     def feature_matrix(self, feature: int) -> np.ndarray:
         """``Cov[attr_i(x_p), attr_i(x_q)]`` for one output i over all points, (n, n), from

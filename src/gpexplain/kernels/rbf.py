@@ -327,25 +327,26 @@ class RBF(Kernel):
         c = (baseline1 - baseline2) * inverse  # (d,)
         nodes, weights = np.polynomial.legendre.leggauss(int(n_nodes))
         nodes, weights = 0.5 * (nodes + 1.0), 0.5 * weights
-        s, t = nodes[:, None], nodes[None, :]
-        # |r|^2 = |c|^2 + s^2 |D1|^2 + t^2 |D2|^2 + 2 s c.D1 - 2 t c.D2 - 2 s t D1.D2
+        # |r|^2 = (|c|^2 + s^2 |D1|^2 + 2 s c.D1) + (t^2 |D2|^2 - 2 t c.D2) - 2 s t D1.D2,
+        # built in place on one (p, q, S, S) array
         a1, a2, b = np.sum(D1 * D1, 1), np.sum(D2 * D2, 1), D1 @ D2.T
         cd1, cd2 = D1 @ c, D2 @ c
-        r_sq = (
-            c @ c + (s * s)[None, None] * a1[:, None, None, None]
-            + (t * t)[None, None] * a2[None, :, None, None]
-            + 2.0 * s[None, None] * cd1[:, None, None, None]
-            - 2.0 * t[None, None] * cd2[None, :, None, None]
-            - 2.0 * (s * t)[None, None] * b[:, :, None, None]
-        )
-        E = (weights[:, None] * weights[None, :])[None, None] * np.exp(-0.5 * np.maximum(r_sq, 0.0))
-        m00 = E.sum((2, 3))
-        m10 = np.einsum("pqst,s->pq", E, nodes)
-        m01 = np.einsum("pqst,t->pq", E, nodes)
-        m20 = np.einsum("pqst,s->pq", E, nodes * nodes)
-        m02 = np.einsum("pqst,t->pq", E, nodes * nodes)
-        m11 = np.einsum("pqst,s,t->pq", E, nodes, nodes)
-        del E, r_sq
+        along1 = c @ c + np.outer(a1, nodes**2) + 2.0 * np.outer(cd1, nodes)  # (p, S)
+        along2 = np.outer(a2, nodes**2) - 2.0 * np.outer(cd2, nodes)  # (q, S)
+        E = np.multiply.outer(b, -2.0 * np.outer(nodes, nodes))  # (p, q, S, S)
+        E += along1[:, None, :, None]
+        E += along2[None, :, None, :]
+        np.maximum(E, 0.0, out=E)
+        E *= -0.5
+        np.exp(E, out=E)
+        E *= np.outer(weights, weights)
+        over_t = E.sum(axis=3)  # (p, q, S): s on the last axis
+        over_s = E.sum(axis=2)  # (p, q, S): t on the last axis
+        m00 = over_t.sum(axis=2)
+        m10, m20 = over_t @ nodes, over_t @ nodes**2
+        m01, m02 = over_s @ nodes, over_s @ nodes**2
+        m11 = (E @ nodes) @ nodes
+        del E
         # sum E r r^T over the grid, r = c + s D1 - t D2, per pair (p, q): (p, q, d, d)
         c_, A, B = c[None, None, :], D1[:, None, :], D2[None, :, :]
 
