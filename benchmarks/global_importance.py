@@ -20,13 +20,9 @@ moments over every pair of points).
   more accurate at any S. Run where the dense matrix fits (n D <= 4500); above, the memory it
   would need is recorded instead.
 
-The machine was shared with other jobs (2 cores): wall-clock times are indicative.
-
-Run from the repository root::
-
-    GPEXPLAIN_DATA_DIR=../shared/data .venv/bin/python benchmarks/global_importance.py
-
-Results: ``benchmarks/results/global_importance.json``.
+Wall-clock times on a 2-core machine shared with other jobs are indicative. From the
+repository root, ``GPEXPLAIN_DATA_DIR=../shared/data .venv/bin/python
+benchmarks/global_importance.py`` writes ``benchmarks/results/global_importance.json``.
 """
 
 from __future__ import annotations

@@ -215,7 +215,8 @@ def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: d
         f"<h2>Global importance{title}</h2><p class='note'>Mean |attribution| over the "
         f"{attr.n_points} explained rows; {note}.</p>"
         f"<figure>{_png(plot_global_importance(attr, importance=importance))}</figure>"
-        f"<figure>{_png(plot_summary(attr))}</figure>"
+        + _ranking_table(importance)
+        + f"<figure>{_png(plot_summary(attr))}</figure>"
     )
     order = np.argsort(-np.mean(np.abs(attr.mean), axis=0), kind="stable")
     dependence = "".join(
@@ -277,6 +278,21 @@ def _importance(summary: dict, attr: Attribution):
     return importance, ("bars are posterior means and error bars &plusmn;1.96 &times; the exact "
                         "posterior standard deviation of each feature's mean |attribution|, "
                         "from the covariance of the attributions across rows")
+
+
+def _ranking_table(importance, leading: int = 5) -> str:
+    """``P(importance of the row's feature > the column's)`` among the leading features, with
+    its Monte Carlo standard error; "" without probabilities."""
+    if importance is None or np.isnan(importance.probability_greater).all():
+        return ""
+    order = np.argsort(-importance.mean, kind="stable")[:leading]
+    names = [importance.feature_names[i] for i in order]
+    rows = [[names[a]] + ["" if a == b else f"{importance.probability_greater[i, j]:.3f}"
+                          for b, j in enumerate(order)] for a, i in enumerate(order)]
+    return ("<p class='note'>Posterior probability that the row's feature is more important "
+            "than the column's (mean |attribution|; Monte Carlo over the exact joint posterior, "
+            f"standard error at most {importance.probability_standard_error:.3f}).</p>"
+            + _table(["", *names], rows))
 
 
 def _method(summary: dict) -> str:
