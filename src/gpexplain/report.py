@@ -206,11 +206,12 @@ def _overview(summary: dict) -> list[str]:
 
 
 def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: dict,
-                  title: str = "", units: str = "units of the target") -> list[str]:
+                  title: str = "", units: str = "units of the target",
+                  class_key: str | None = None) -> list[str]:
     """Global importance, dependence, per-row explanations and completeness of one
     ``Attribution`` (``title``: e.g. " of class b", appended to each heading)."""
     parts = []
-    importance, note = _importance(summary, attr)
+    importance, note = _importance(summary, attr, class_key)
     parts.append(
         f"<h2>Global importance{title}</h2><p class='note'>Mean |attribution| over the "
         f"{attr.n_points} explained rows; {note}.</p>"
@@ -254,13 +255,16 @@ def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: d
     return parts
 
 
-def _importance(summary: dict, attr: Attribution):
+def _importance(summary: dict, attr: Attribution, class_key: str | None = None):
     """The exact ``GlobalImportance`` the command line wrote into summary.json (its
-    ``global_importance``: posterior mean and std of each feature's mean |attribution|, from
-    the covariance across rows), and the sentence describing the error bars."""
+    ``global_importance``, per class for a classifier: posterior mean and std of each
+    feature's mean |attribution|, from the covariance across rows), and the sentence
+    describing the error bars."""
     from gpexplain.global_attribution import GlobalImportance
 
     written = summary.get("global_importance") or {}
+    if class_key is not None:
+        written = written.get(class_key) or {}
     names = list(attr.feature_names)
     if "mean" not in written or list(written["mean"]) != names:
         reason = written.get("skipped", "not computed for this run")
@@ -386,7 +390,7 @@ def write_report(out_dir, path=None) -> Path:
                                 (baseline.get("prediction") or {}).get(key))
             sections += _explanations(summary, rows, attr,
                                       (summary.get("completeness_gap") or {}).get(key, {}),
-                                      f" of class {html.escape(key)}", "latent units")
+                                      f" of class {html.escape(key)}", "latent units", key)
     else:
         attr = _attribution(table, summary, summary["predictions"], baseline.get("prediction"))
         sections += _explanations(summary, table, attr, summary.get("completeness_gap") or {})
