@@ -62,6 +62,17 @@ def _paths(posterior, prior, seed):
                               Q, N_PATHS, np.random.default_rng(seed))
 
 
+def _assert_diagonal_blocks_and_psd(result, atol, psd_tolerance=1e-10):
+    """Diagonal blocks equal the per-point covariance; the whole matrix symmetric PSD."""
+    full = result.point_cov.dense()
+    for p in range(len(result.mean)):
+        np.testing.assert_allclose(full[p, :, p], result.cov[p], rtol=0,
+                                   atol=atol * np.abs(result.cov).max())
+    flat = full.reshape(result.mean.size, -1)
+    np.testing.assert_array_equal(flat, flat.T)
+    assert np.linalg.eigvalsh(flat).min() > -psd_tolerance * np.abs(flat).max()
+
+
 def _check_against_paths(result, samples):
     full = result.point_cov.dense().reshape(result.mean.size, result.mean.size)
     mean_z, cov_z = ref.covariance_z_scores(
@@ -77,14 +88,7 @@ def test_covariance_across_points_matches_joint_sample_paths(posterior_kind, nam
     result = explain(posterior, QUERY, build(), return_cov="points")
     paths = _paths(posterior, ref.SEPrior(LENGTHSCALE, VARIANCE, D, 100), seed=len(name))
     _check_against_paths(result, on_paths(paths, QUERY))
-    # diagonal blocks: the per-point covariance; the whole matrix PSD
-    full = result.point_cov.dense()
-    for p in range(len(QUERY)):
-        np.testing.assert_allclose(full[p, :, p], result.cov[p], rtol=0,
-                                   atol=1e-11 * np.abs(result.cov).max())
-    flat = full.reshape(result.mean.size, -1)
-    np.testing.assert_array_equal(flat, flat.T)
-    assert np.linalg.eigvalsh(flat).min() > -1e-10 * np.abs(flat).max()
+    _assert_diagonal_blocks_and_psd(result, 1e-11)
 
 
 def test_random_feature_posterior_integrated_gradients_match_sample_paths():
@@ -143,12 +147,7 @@ def test_gpx_weights_match_explicit_conditioning():
 ], ids=["two baselines", "interventional shapley"])
 def test_diagonal_blocks_and_psd_for_averaged_functionals(build):
     result = explain(_exact(), QUERY, build(), return_cov="points")
-    full = result.point_cov.dense()
-    for p in range(len(QUERY)):
-        np.testing.assert_allclose(full[p, :, p], result.cov[p], rtol=0,
-                                   atol=1e-10 * np.abs(result.cov).max())
-    flat = full.reshape(result.mean.size, -1)
-    assert np.linalg.eigvalsh(flat).min() > -1e-10 * np.abs(flat).max()
+    _assert_diagonal_blocks_and_psd(result, 1e-10)
 
 
 def test_blocks_of_any_size_equal_one_block():
@@ -169,8 +168,8 @@ def test_unsupported_kernel_and_paths_are_refused_by_name():
 
     kernel = GPyTorchKernel(gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(2.5)))
     posterior = ExactPosterior(TRAIN, Y, kernel, 0.05)
-    with pytest.raises(NotImplementedError, match="not yet supported.*gradient"):
-        explain(posterior, QUERY, Gradient(), return_cov="points")
+    with pytest.raises(NotImplementedError, match="not yet supported.*integrated gradients"):
+        explain(posterior, QUERY, IntegratedGradient(BASELINE[None, :]), return_cov="points")
     with pytest.raises(ValueError, match="return_cov must be"):
         explain(_exact(), QUERY, Gradient(), return_cov="point")
     with pytest.raises(NotImplementedError, match="output_path"):
@@ -210,3 +209,45 @@ def test_simultaneous_band_factor_covers_whole_draws():
     figure = plot_dependence(result, 0)
     labels = figure.axes[0].get_legend_handles_labels()[1]
     assert any("simultaneous 95% band" in label for label in labels)
+
+
+def _gpytorch_kernels():
+    import gpytorch
+
+    from gpexplain.kernels import GPyTorchKernel
+
+    matern = gpytorch.kernels.MaternKernel(2.5, ard_num_dims=D)
+    matern.lengthscale = torch_tensor([[0.8, 1.3, 1.1]])
+    product = gpytorch.kernels.ProductKernel(
+        gpytorch.kernels.RQKernel(active_dims=[0, 1]),
+        gpytorch.kernels.MaternKernel(1.5, active_dims=[2]))
+    return {name: GPyTorchKernel(gpytorch.kernels.ScaleKernel(base).double())
+            for name, base in (("matern52", matern), ("rq x matern32", product))}
+
+
+def torch_tensor(values):
+    import torch
+
+    return torch.tensor(values, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", ["matern52", "rq x matern32"])
+def test_gpytorch_kernel_gradients_across_points(name):
+    """Autograd two-point prior against central differences of the kernel itself; diagonal
+    blocks (with a point 1e-9 from another) and PSD through the driver."""
+    kernel = _gpytorch_kernels()[name]
+    scheme = Gradient().bind(kernel, TRAIN)
+    x, x2, h = QUERY[0], QUERY[1], 1e-4
+    expected = np.empty((D, D))
+    for i in range(D):
+        for j in range(D):
+            ei, ej = h * np.eye(D)[i], h * np.eye(D)[j]
+            value = [kernel((x + a)[None], (x2 + b)[None])[0, 0]
+                     for a, b in ((ei, ej), (ei, -ej), (-ei, ej), (-ei, -ej))]
+            expected[i, j] = (value[0] - value[1] - value[2] + value[3]) / (4 * h * h)
+    np.testing.assert_allclose(scheme.prior_between(x[None], x2[None])[0, 0], expected,
+                               atol=1e-7 * np.abs(expected).max())
+    points = np.vstack([QUERY, QUERY[:1] + 1e-9])
+    result = explain(ExactPosterior(TRAIN, Y, kernel, 0.05), points, Gradient(),
+                     return_cov="points")
+    _assert_diagonal_blocks_and_psd(result, 1e-10, psd_tolerance=1e-9)
