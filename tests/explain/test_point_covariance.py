@@ -251,3 +251,31 @@ def test_gpytorch_kernel_gradients_across_points(name):
     result = explain(ExactPosterior(TRAIN, Y, kernel, 0.05), points, Gradient(),
                      return_cov="points")
     _assert_diagonal_blocks_and_psd(result, 1e-10, psd_tolerance=1e-9)
+
+
+def test_additive_gp_shapley_across_points_by_subset_enumeration():
+    """Orthogonal additive GP: ``Cov(phi_i(x), phi_j(x'))`` prior term against the sum over
+    every subset S containing i and j of ``sigma_|S|^2 / |S|^2 prod_{l in S} kt_l(x_l, x'_l)``;
+    diagonal blocks and PSD through the driver."""
+    from itertools import combinations
+
+    from gpexplain.functionals.shapley import AdditiveShapley
+    from gpexplain.kernels.measures import Gaussian
+    from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
+
+    variances = np.array([0.3, 1.0, 0.6, 0.25])
+    kernel = OrthogonalAdditive(LENGTHSCALE, variances, Gaussian(np.zeros(D), np.ones(D)))
+    scheme = AdditiveShapley().bind(kernel, TRAIN)
+    prior = scheme.prior_between(QUERY[:2], QUERY[1:])
+    components = kernel.components_by_feature(QUERY[:2], QUERY[1:])  # (d, 2, 2)
+    expected = np.zeros_like(prior)
+    for size in range(1, D + 1):
+        for S in combinations(range(D), size):
+            term = variances[size] / size**2 * np.prod(components[list(S)], axis=0)
+            for i in S:
+                for j in S:
+                    expected[:, :, i, j] += term
+    np.testing.assert_allclose(prior, expected, rtol=1e-12, atol=1e-15)
+    result = explain(ExactPosterior(TRAIN, Y, kernel, 0.05), QUERY, AdditiveShapley(),
+                     return_cov="points")
+    _assert_diagonal_blocks_and_psd(result, 1e-12)
