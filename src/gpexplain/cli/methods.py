@@ -90,9 +90,10 @@ def explain(choice, model, X, baseline, client=None, target_class=None):
 
 
 #: Most explained rows whose global importance the command line computes exactly: its cost
-#: grows with the pairs of rows (integrated gradients on an RBF kernel: about 40 us per pair,
-#: 5 s at 500 rows); above it summary.json says it was skipped.
-MAX_IMPORTANCE_POINTS = 500
+#: grows with the pairs of rows (integrated gradients with 64 nodes per path on an RBF kernel:
+#: about 0.2 ms per pair, 1 s at 100 rows, 5 s at 200, 30 s at 500, against well under a
+#: second to explain them); above it summary.json and the figure say it was skipped.
+MAX_IMPORTANCE_POINTS = 100
 
 
 def importance(attr):

@@ -145,13 +145,17 @@ def importance_of(attribution, summary: str = "mean_abs", *, n_samples: int = 40
                          "return_cov='points' (or call gx.global_importance).")
     mean_attr, var_attr = attribution.mean, attribution.var
     n_points, n_features = mean_attr.shape
-    expected, cov, variance = _moments(point_cov, mean_attr, var_attr, summary)
+    sampled = summary != "mean" and n_points * n_features <= max_joint
+    # sampled: the dense matrix once, its moments from it (the blocks are not computed twice)
+    dense = point_cov.dense() if sampled else None
+    blocks = [(0, 0, dense)] if sampled else point_cov.blocks()
+    expected, cov, variance = _moments(blocks, mean_attr, var_attr, summary)
     std = np.sqrt(np.maximum(variance, 0.0))
     note, used_samples, standard_error = "", 0, 0.0
     if summary == "mean":
         probability = _gaussian_probabilities(expected, cov)
-    elif n_points * n_features <= max_joint:
-        probability = _sampled_probabilities(point_cov, mean_attr, summary, n_samples,
+    elif sampled:
+        probability = _sampled_probabilities(dense, mean_attr, summary, n_samples,
                                              np.random.default_rng(random_state))
         used_samples = n_samples
         standard_error = float(np.sqrt(np.max(probability * (1 - probability)) / n_samples))
@@ -168,8 +172,9 @@ def importance_of(attribution, summary: str = "mean_abs", *, n_samples: int = 40
     )
 
 
-def _moments(point_cov, mu, var, summary):
-    """Exact posterior mean, covariance (or None) and variance of the importances."""
+def _moments(blocks, mu, var, summary):
+    """Exact posterior mean, covariance (or None) and variance of the importances, from the
+    ``(start1, start2, block)`` blocks of the covariance across points (upper triangle)."""
     n_points, n_features = mu.shape
     abs_mean = mean_abs(mu, var)  # (n, D)
     if summary == "mean":
@@ -179,7 +184,7 @@ def _moments(point_cov, mu, var, summary):
     else:
         expected = abs_mean.mean(0)
     total = np.zeros((n_features, n_features) if summary != "mean_abs" else n_features)
-    for start1, start2, block in point_cov.blocks():
+    for start1, start2, block in blocks:
         n1, n2 = block.shape[0], block.shape[2]
         rows1, rows2 = slice(start1, start1 + n1), slice(start2, start2 + n2)
         if summary == "mean":
@@ -215,16 +220,27 @@ def _gaussian_probabilities(expected, cov):
     return np.where(np.isnan(z), 0.5, ndtr(np.nan_to_num(z, nan=0.0)))
 
 
-def _sampled_probabilities(point_cov, mu, summary, n_samples, rng):
+def _square_root(matrix: np.ndarray) -> np.ndarray:
+    """``R`` with ``R R^T`` = the PSD ``matrix``: Cholesky with the package's adaptive jitter
+    (at most 1e-4 of the mean diagonal; several times faster than an eigendecomposition), or
+    the eigendecomposition with negative round-off clipped when even that fails."""
+    from gpexplain.posterior.exact import cholesky_with_jitter
+
+    try:
+        return cholesky_with_jitter(matrix)[0]
+    except np.linalg.LinAlgError:
+        values, vectors = np.linalg.eigh(matrix)
+        return vectors * np.sqrt(np.clip(values, 0.0, None))
+
+
+def _sampled_probabilities(dense, mu, summary, n_samples, rng):
     """``P(G_a > G_b)`` by Monte Carlo over the exact joint Gaussian of all attributions."""
     n_points, n_features = mu.shape
-    dense = point_cov.dense().reshape(n_points * n_features, -1)
-    values, vectors = np.linalg.eigh(dense)
-    root = vectors * np.sqrt(np.clip(values, 0.0, None))
+    root = _square_root(dense.reshape(n_points * n_features, -1))
     probability = np.zeros((n_features, n_features))
     for start in range(0, n_samples, 500):  # memory: 500 draws of n D values at a time
         count = min(500, n_samples - start)
-        draws = mu.ravel() + rng.standard_normal((count, len(values))) @ root.T
+        draws = mu.ravel() + rng.standard_normal((count, len(root))) @ root.T
         draws = draws.reshape(count, n_points, n_features)
         summaries = (np.abs(draws) if summary == "mean_abs" else draws**2).mean(axis=1)
         probability += (summaries[:, :, None] > summaries[:, None, :]).sum(axis=0)
