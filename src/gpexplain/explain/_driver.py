@@ -22,6 +22,9 @@ build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
 5. check every result is finite, and return one ``Attribution``, with a
    ``CompletenessWarning`` stating the measured gaps when it is not complete to the
    documented tolerance (``gpexplain.accuracy``).
+   With ``return_cov="points"`` the ``Attribution`` also carries ``point_cov``, the
+   covariance across points (``gpexplain.explain._points.PointCovariance``: the same generic
+   formula with the scheme's two-point prior term, evaluated lazily block by block).
 
 The **link** step (GP classifiers, ``link=``): class probabilities are not linear in f, so a
 ``LinkedPosterior`` (``gpexplain.posterior.linked``) takes its own path

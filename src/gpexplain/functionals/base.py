@@ -26,7 +26,10 @@ The explanation driver (``gpexplain.explain._driver.explain``) calls, per chunk 
 points, ``kernel_matrix`` (for the prediction), ``cross_and_prior`` (or ``cross`` without a
 covariance; the mean is ``cross @ a`` either way, so that both calls return the same mean),
 ``output_weights`` and ``completeness_target``. ``cross_and_prior`` must return the same
-cross term as ``cross``, bit for bit.
+cross term as ``cross``, bit for bit. The covariance across points (``return_cov="points"``,
+``gpexplain.explain._points``) also asks for the **two-point prior term** ``prior_between(X1,
+X2)`` = ``L_i(x_p) L_j'(x'_q) k`` (n1, n2, D, D), equal to ``prior`` where ``x_p = x'_q``;
+a scheme without it refuses by name (``NotImplementedError``).
 
 Adding a closed form for a new kernel: its math in the kernel's own file, one
 ``@SomeFunctional.register(NewKernel)`` scheme. Adding a functional: its own module here and one
