@@ -157,6 +157,22 @@ def test_explain_taipei_global_importance_in_summary(taipei_run):
     assert importance["n_points"] == 5 and importance["note"] == ""
 
 
+def test_importance_summary_writes_json_values_or_why_not():
+    from gpexplain.cli.output import importance_summary
+    from gpexplain.global_attribution import GlobalImportance
+
+    importance = GlobalImportance(
+        mean=np.array([1.0, 2.0]), std=np.array([0.1, 0.2]), cov=None,
+        probability_greater=np.array([[0.0, np.nan], [np.nan, 0.0]]),
+        probability_standard_error=0.0, summary="mean_abs", n_points=3, n_samples=0,
+        feature_names=["a", "b"], method="m", note="bounded")
+    written = importance_summary(importance)
+    assert written["probability_greater"] == {"a": {"b": None}, "b": {"a": None}}
+    assert written["std"] == {"a": 0.1, "b": 0.2} and written["note"] == "bounded"
+    assert json.loads(json.dumps(written)) == written
+    assert importance_summary(None, "too many rows") == {"skipped": "too many rows"}
+
+
 def test_explain_taipei_summary(taipei_run):
     result, out, X, y = taipei_run
     assert_ok(result)

@@ -174,6 +174,11 @@ def test_unsupported_kernel_and_paths_are_refused_by_name():
         explain(_exact(), QUERY, Gradient(), return_cov="point")
     with pytest.raises(NotImplementedError, match="output_path"):
         explain(_exact(), QUERY, Gradient(), return_cov="points", output_path="x.parquet")
+    from gpexplain.posterior import MixturePosterior
+
+    mixture = MixturePosterior([_exact(), _exact()], [0.5, 0.5])
+    with pytest.raises(NotImplementedError, match="mixture"):
+        explain(mixture, QUERY, Gradient(), return_cov="points")
 
 
 def test_joint_samples_have_the_covariance_across_points_and_group_maps_it():
