@@ -2,10 +2,11 @@
 
 Against Monte Carlo over joint posterior sample paths (``tests/reference/posterior_sample_paths``,
 |z| < 5 on every mean and covariance entry), for integrated gradients, gradients and baseline
-Shapley values on exact and sparse variational posteriors (integrated gradients also on a
-random-feature posterior); GPX weights against explicit Gaussian conditioning of the weights
-at training and query points; diagonal blocks equal to the per-point covariance; the full
-matrix positive semi-definite; blocks of any size and Dask equal to one block.
+Shapley values on exact, sparse variational and Laplace (latent) posteriors (integrated
+gradients also on a random-feature posterior); GPX weights against explicit Gaussian
+conditioning of the weights at training and query points; diagonal blocks equal to the
+per-point covariance; the full matrix positive semi-definite; blocks of any size equal to one
+block (Dask: tests/test_parallel.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from gpexplain.functionals.product_shapley import ProductShapley
 from gpexplain.kernels import RBF
 from gpexplain.kernels.locally_linear import LocallyLinear
 from gpexplain.kernels.random_features import RandomFeatureKernel
-from gpexplain.posterior import ExactPosterior, RandomFeaturePosterior, VariationalPosterior
+from gpexplain.posterior import (
+    ExactPosterior,
+    LaplacePosterior,
+    RandomFeaturePosterior,
+    VariationalPosterior,
+)
 from tests.reference import posterior_sample_paths as ref
 
 D = 3
@@ -44,7 +50,13 @@ def _variational():
     return VariationalPosterior(Z, np.sin(Z[:, 0]), cov, RBF(LENGTHSCALE, VARIANCE), 0.3)
 
 
-POSTERIORS = {"exact": _exact, "variational": _variational}
+def _laplace():
+    labels = (Y > np.median(Y)).astype(float)
+    pi = 1.0 / (1.0 + np.exp(-(Y - np.median(Y))))  # a latent mode's probabilities
+    return LaplacePosterior(TRAIN, labels, pi, RBF(LENGTHSCALE, VARIANCE))
+
+
+POSTERIORS = {"exact": _exact, "variational": _variational, "laplace": _laplace}
 FUNCTIONALS = {
     "integrated gradients": (lambda: IntegratedGradient(BASELINE[None, :]),
                              lambda p, X: ref.integrated_gradients(p, X, BASELINE, 24)),
