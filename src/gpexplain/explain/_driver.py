@@ -203,6 +203,11 @@ def explain(
                               chunk_size=chunk_size, caller=caller)
     # -- end of the link step ---------------------------------------------------------------
     posterior = as_posterior(model_or_posterior)
+    if points and isinstance(posterior, MixturePosterior):  # e.g. an estimator's mixture
+        raise NotImplementedError(
+            "return_cov='points' (covariance across points) is not yet supported for mixture "
+            "posteriors: explain one of posterior.components, or use return_cov=True."
+        )
     if isinstance(posterior, MixturePosterior):
         if output_path is not None:
             raise ValueError(
