@@ -52,7 +52,7 @@ class Attribution:
     difference_variance : ndarray (n_points,) or None
         Posterior ``Var[f(x) - mean_b f(baseline_b)]`` (or of ``f(x)`` minus the base value);
         completeness requires ``1^T cov 1`` to equal it.
-    point_cov : gpexplain.explain._points.PointCovariance or None
+    point_cov : gpexplain.explain._points.PointCovariance or MixturePointCovariance or None
         The covariance across points and features, (n_points, n_features, n_points,
         n_features), evaluated lazily in blocks; set by ``return_cov="points"``, else None
         (not saved by ``save``; ``group`` maps it with the group matrix).
@@ -115,9 +115,10 @@ class Attribution:
         """Joint posterior draws of the attributions over all explained points and features.
 
         The attribution is a GP over the inputs (Butler et al. 2024, Theorem 1), so the draws
-        are from ``N(mean, point_cov)`` jointly across points: each draw is one attribution
-        function evaluated at the explained points (factorised once by an eigendecomposition,
-        O((n_points n_features)^3); ``point_cov.dense()`` bounds the size).
+        are from ``N(mean, point_cov)`` jointly across points (a mixture posterior: from the
+        mixture of its components' Gaussians): each draw is one attribution function evaluated
+        at the explained points (factorised by an eigendecomposition, O((n_points
+        n_features)^3); ``point_cov.dense()`` bounds the size).
 
         Parameters
         ----------
@@ -140,11 +141,7 @@ class Attribution:
         if self.point_cov is None:
             raise ValueError("sample needs the covariance across points: explain with "
                              "return_cov='points'.")
-        dense = self.point_cov.dense().reshape(self.mean.size, self.mean.size)
-        values, vectors = np.linalg.eigh(dense)
-        root = vectors * np.sqrt(np.clip(values, 0.0, None))
-        noise = np.random.default_rng(random_state).standard_normal((int(n), self.mean.size))
-        return (self.mean.ravel() + noise @ root.T).reshape(int(n), *self.mean.shape)
+        return self.point_cov.sample(self.mean, int(n), np.random.default_rng(random_state))
 
     def completeness_gap(self) -> dict[str, float]:
         """Largest completeness violations over the points.

@@ -186,11 +186,7 @@ def test_unsupported_kernel_and_paths_are_refused_by_name():
         explain(_exact(), QUERY, Gradient(), return_cov="point")
     with pytest.raises(NotImplementedError, match="output_path"):
         explain(_exact(), QUERY, Gradient(), return_cov="points", output_path="x.parquet")
-    from gpexplain.posterior import MixturePosterior
 
-    mixture = MixturePosterior([_exact(), _exact()], [0.5, 0.5])
-    with pytest.raises(NotImplementedError, match="mixture"):
-        explain(mixture, QUERY, Gradient(), return_cov="points")
 
 
 def test_joint_samples_have_the_covariance_across_points_and_group_maps_it():
@@ -296,3 +292,42 @@ def test_additive_gp_shapley_across_points_by_subset_enumeration():
     result = explain(ExactPosterior(TRAIN, Y, kernel, 0.05), QUERY, AdditiveShapley(),
                      return_cov="points")
     _assert_diagonal_blocks_and_psd(result, 1e-12)
+
+
+def test_mixture_posterior_across_points_and_its_global_importance():
+    """A mixture of two GPs (different lengthscales): diagonal blocks equal the mixture's
+    per-point covariance, the matrix is PSD, ``sample`` draws the mixture, and the exact
+    importance moments match Monte Carlo over draws made here from each component (|z| < 5)."""
+    from gpexplain.explain.global_importance import importance_of
+    from gpexplain.posterior import MixturePosterior
+    from tests.reference.monte_carlo import variance_with_standard_error
+
+    components = [_exact(), ExactPosterior(TRAIN, Y, RBF(2.0 * LENGTHSCALE, VARIANCE), 0.05)]
+    weights = np.array([0.3, 0.7])
+    points = rng.uniform(-1.5, 1.5, size=(6, D))
+    result = explain(MixturePosterior(components, weights), points, Gradient(),
+                     return_cov="points")
+    _assert_diagonal_blocks_and_psd(result, 1e-12)
+    draws = result.sample(20_000, random_state=1)
+    full = result.point_cov.dense().reshape(result.mean.size, -1)
+    _, cov_z = ref.covariance_z_scores(draws.reshape(len(draws), -1), result.mean.ravel(), full)
+    assert np.abs(cov_z).max() < 5
+    # independent draws: a component by its weight, then its own joint Gaussian
+    generator, parts = np.random.default_rng(2), []
+    for weight, component in zip(weights, components, strict=True):
+        alone = explain(component, points, Gradient(), return_cov="points")
+        dense = alone.point_cov.dense().reshape(alone.mean.size, -1)
+        count = int(round(weight * 100_000))
+        parts.append(generator.multivariate_normal(alone.mean.ravel(), dense, count,
+                                                   method="eigh"))
+    sample = np.concatenate(parts).reshape(-1, *result.mean.shape)
+    for summary, summarise in (("mean", lambda a: a.mean(1)), ("mean_abs",
+                               lambda a: np.abs(a).mean(1)), ("mean_sq", lambda a: (a**2).mean(1))):
+        importance = importance_of(result, summary, n_samples=2000)
+        values = summarise(sample)
+        z = (importance.mean - values.mean(0)) / (values.std(0) / np.sqrt(len(values)))
+        assert np.abs(z).max() < 5, summary
+        for i in range(D):
+            variance, error = variance_with_standard_error(values[:, i])
+            assert abs(importance.std[i] ** 2 - variance) < 5 * error, summary
+        assert importance.n_samples == 2000 and 0 < importance.probability_standard_error

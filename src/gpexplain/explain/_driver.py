@@ -49,7 +49,11 @@ import numpy as np
 
 from gpexplain.explain._mixture import mixture_attribution
 from gpexplain.explain._parquet import check_output_path, write_parquet
-from gpexplain.explain._points import PointCovariance, check_return_cov
+from gpexplain.explain._points import (
+    MixturePointCovariance,
+    PointCovariance,
+    check_return_cov,
+)
 from gpexplain.explain._result import finished_attribution
 from gpexplain.explain.linked import explain_linked
 from gpexplain.functionals.base import LinearFunctional
@@ -150,8 +154,9 @@ def explain(
         Also compute the (n_points, D, D) covariance; False returns ``cov=None``; "points"
         also attaches ``Attribution.point_cov``, the covariance across points and features
         (``gpexplain.explain._points.PointCovariance``, evaluated lazily in memory-bounded
-        blocks, on ``client`` when given; its cost is stated there). Not for probability-level
-        explanations or mixtures, nor with ``output_path``.
+        blocks, on ``client`` when given; its cost is stated there; a mixture: the law of total
+        covariance over its components). Not for probability-level explanations, nor with
+        ``output_path``.
     chunk_size : int, optional
         Points per chunk (bounds memory); chosen from the scheme's memory per point by default.
     client : distributed.Client, optional
@@ -183,11 +188,10 @@ def explain(
     check_client(client)
     output_path = check_output_path(output_path)
     points = return_cov == "points"
-    if points and (output_path is not None or isinstance(
-            model_or_posterior, LinkedPosterior | MixturePosterior)):
+    if points and (output_path is not None or isinstance(model_or_posterior, LinkedPosterior)):
         raise NotImplementedError(
             "return_cov='points' (covariance across points) is not yet supported for "
-            "probability-level explanations, mixture posteriors or output_path=: explain the "
+            "probability-level explanations or output_path=: explain the "
             "latent GP of one posterior in memory, or use return_cov=True."
         )
     return_cov = bool(return_cov)
@@ -203,11 +207,6 @@ def explain(
                               chunk_size=chunk_size, caller=caller)
     # -- end of the link step ---------------------------------------------------------------
     posterior = as_posterior(model_or_posterior)
-    if points and isinstance(posterior, MixturePosterior):  # e.g. an estimator's mixture
-        raise NotImplementedError(
-            "return_cov='points' (covariance across points) is not yet supported for mixture "
-            "posteriors: explain one of posterior.components, or use return_cov=True."
-        )
     if isinstance(posterior, MixturePosterior):
         if output_path is not None:
             raise ValueError(
@@ -215,11 +214,15 @@ def explain(
                 "combined in memory); explain each component of posterior.components instead."
             )
         parts = [
-            explain(part, X, functional, return_cov=return_cov, chunk_size=chunk_size,
-                    client=client, caller=caller)
+            explain(part, X, functional, return_cov="points" if points else return_cov,
+                    chunk_size=chunk_size, client=client, caller=caller)
             for part in posterior.components
         ]
-        return mixture_attribution(parts, posterior.weights)
+        result = mixture_attribution(parts, posterior.weights)
+        if points:  # the law of total covariance, block by block
+            result = replace(result, point_cov=MixturePointCovariance(
+                [(part.mean, part.cov, part.point_cov) for part in parts], posterior.weights))
+        return result
     Z = posterior.train_inputs
     # The kernel first: a model this explanation does not apply to is named before its inputs.
     scheme = functional.bind(posterior.kernel, Z)

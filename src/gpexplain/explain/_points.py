@@ -32,7 +32,7 @@ import numpy as np
 
 from gpexplain.parallel import check_client
 
-__all__ = ["MAX_DENSE_ENTRIES", "PointCovariance", "check_return_cov"]
+__all__ = ["MAX_DENSE_ENTRIES", "MixturePointCovariance", "PointCovariance", "check_return_cov"]
 
 #: Largest (n_points D)^2 that ``dense()`` builds (2e8 float64 values: 1.6 GB).
 MAX_DENSE_ENTRIES = 200_000_000
@@ -107,7 +107,67 @@ def _row_block_chunk(starts: np.ndarray, task: tuple) -> tuple:
     return (_row_block(int(starts[0, 0]), task),)
 
 
-class PointCovariance:
+class _BlockMatrix:
+    """What every covariance across points offers from its ``blocks()``: the whole matrix,
+    one feature's (n, n) matrix and joint Gaussian draws (shape ``(n, D, n, D)``)."""
+
+    shape: tuple[int, int, int, int]
+
+    @property
+    def n_points(self) -> int:
+        return self.shape[0]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.shape[1]
+
+    def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def feature_matrix(self, feature: int) -> np.ndarray:
+        """``Cov[attr_i(x_p), attr_i(x_q)]`` for one output i over all points, (n, n), from
+        the blocks (memory: one block pair plus the n x n result)."""
+        if not 0 <= feature < self.n_outputs:
+            raise IndexError(f"feature must lie in range({self.n_outputs}).")
+        matrix = np.empty((self.n_points, self.n_points))
+        for start1, start2, block in self.blocks():
+            part = block[:, feature, :, feature]
+            n1, n2 = part.shape
+            matrix[start1 : start1 + n1, start2 : start2 + n2] = part
+            matrix[start2 : start2 + n2, start1 : start1 + n1] = part.T
+        return matrix
+
+    def dense(self) -> np.ndarray:
+        """The whole matrix, (n_points, D, n_points, D), exactly symmetric.
+
+        Raises
+        ------
+        MemoryError
+            More than ``MAX_DENSE_ENTRIES`` values; use ``blocks()``.
+        """
+        n, d = self.n_points, self.n_outputs
+        if (n * d) ** 2 > MAX_DENSE_ENTRIES:
+            raise MemoryError(
+                f"the covariance across {n} points and {d} outputs has {(n * d) ** 2:.3g} "
+                f"entries (limit {MAX_DENSE_ENTRIES:.3g}); iterate over PointCovariance.blocks()."
+            )
+        full = np.empty(self.shape)
+        for start1, start2, block in self.blocks():
+            n1, n2 = block.shape[0], block.shape[2]
+            full[start1 : start1 + n1, :, start2 : start2 + n2] = block
+            full[start2 : start2 + n2, :, start1 : start1 + n1] = np.transpose(block, (2, 3, 0, 1))
+        return full
+
+    def sample(self, mean: np.ndarray, n: int, rng) -> np.ndarray:
+        """``n`` joint draws of ``N(mean, dense())``, (n, n_points, D)."""
+        dense = self.dense().reshape(mean.size, mean.size)
+        values, vectors = np.linalg.eigh(dense)
+        root = vectors * np.sqrt(np.clip(values, 0.0, None))
+        noise = rng.standard_normal((int(n), mean.size))
+        return (mean.ravel() + noise @ root.T).reshape(int(n), *mean.shape)
+
+
+class PointCovariance(_BlockMatrix):
     """Covariance of an attribution across explained points and features, evaluated lazily.
 
     ``Attribution.point_cov`` when an explanation was asked with ``return_cov="points"``.
@@ -148,14 +208,6 @@ class PointCovariance:
                 block_size < 1):
             raise ValueError(f"block_size must be a positive integer, got {block_size!r}.")
         self.block_size = int(block_size)
-
-    @property
-    def n_points(self) -> int:
-        return self.shape[0]
-
-    @property
-    def n_outputs(self) -> int:
-        return self.shape[1]
 
     def block(self, rows1, rows2) -> np.ndarray:
         """``Cov[attr(x_p), attr(x_q)]`` for p in ``rows1``, q in ``rows2``: (n1, D, n2, D).
@@ -221,40 +273,68 @@ class PointCovariance:
     def _task_outputs(self) -> int:
         return self.shape[1] if self.output_map is None else self.output_map.shape[1]
 
-    def feature_matrix(self, feature: int) -> np.ndarray:
-        """``Cov[attr_i(x_p), attr_i(x_q)]`` for one output i over all points, (n, n), from
-        the blocks (memory: one block pair plus the n x n result)."""
-        if not 0 <= feature < self.n_outputs:
-            raise IndexError(f"feature must lie in range({self.n_outputs}).")
-        matrix = np.empty((self.n_points, self.n_points))
-        for start1, start2, block in self.blocks():
-            part = block[:, feature, :, feature]
-            n1, n2 = part.shape
-            matrix[start1 : start1 + n1, start2 : start2 + n2] = part
-            matrix[start2 : start2 + n2, start1 : start1 + n1] = part.T
-        return matrix
-
-    def dense(self) -> np.ndarray:
-        """The whole matrix, (n_points, D, n_points, D), exactly symmetric.
-
-        Raises
-        ------
-        MemoryError
-            More than ``MAX_DENSE_ENTRIES`` values; use ``blocks()``.
-        """
-        n, d = self.n_points, self.n_outputs
-        if (n * d) ** 2 > MAX_DENSE_ENTRIES:
-            raise MemoryError(
-                f"the covariance across {n} points and {d} outputs has {(n * d) ** 2:.3g} "
-                f"entries (limit {MAX_DENSE_ENTRIES:.3g}); iterate over PointCovariance.blocks()."
-            )
-        full = np.empty(self.shape)
-        for start1, start2, block in self.blocks():
-            n1, n2 = block.shape[0], block.shape[2]
-            full[start1 : start1 + n1, :, start2 : start2 + n2] = block
-            full[start2 : start2 + n2, :, start1 : start1 + n1] = np.transpose(block, (2, 3, 0, 1))
-        return full
-
     def __repr__(self) -> str:
         return (f"PointCovariance({self.n_points} points x {self.n_outputs} outputs, "
                 f"blocks of {self.block_size})")
+
+
+class MixturePointCovariance(_BlockMatrix):
+    """Covariance across points of the attribution of a ``MixturePosterior`` (not Gaussian).
+
+    With component attributions ``N(mu_r, C_r)`` (each a ``PointCovariance``) and weights
+    ``w_r``, the law of total covariance gives, block by block,
+    ``C = sum_r w_r (C_r + mu_r mu_r^T) - mu mu^T``, ``mu = sum_r w_r mu_r``; ``sample`` draws
+    from the mixture itself (a component, then its Gaussian), and ``gx.global_importance``
+    combines the components' exact moments.
+
+    Parameters
+    ----------
+    components : list of (mean (n, D), cov (n, D, D), PointCovariance)
+    weights : ndarray (n_components,)
+    """
+
+    def __init__(self, components, weights):
+        self.components, self.weights = list(components), np.asarray(weights, float)
+        self.block_size = min(part[2].block_size for part in self.components)
+        for _, _, covariance in self.components:  # the same blocks from every component
+            covariance.block_size = self.block_size
+        self.shape = self.components[0][2].shape
+        self.mean = np.einsum("r,rpi->pi", self.weights, np.stack([c[0] for c in components]))
+
+    def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        iterators = [covariance.blocks() for _, _, covariance in self.components]
+        for parts in zip(*iterators, strict=True):
+            start1, start2 = parts[0][0], parts[0][1]
+            block = 0.0
+            for weight, (mean, _, _), (_, _, part) in zip(self.weights, self.components, parts,
+                                                         strict=True):
+                rows1 = mean[start1 : start1 + part.shape[0]]
+                rows2 = mean[start2 : start2 + part.shape[2]]
+                block = block + weight * (part + np.einsum("pi,qj->piqj", rows1, rows2))
+            rows1 = self.mean[start1 : start1 + block.shape[0]]
+            rows2 = self.mean[start2 : start2 + block.shape[2]]
+            yield start1, start2, block - np.einsum("pi,qj->piqj", rows1, rows2)
+
+    def grouped(self, matrix: np.ndarray) -> MixturePointCovariance:
+        """The covariance of ``matrix @ attr`` (``Attribution.group``)."""
+        matrix = np.asarray(matrix, float)
+        return MixturePointCovariance([
+            (mean @ matrix.T, np.einsum("gi,pij,hj->pgh", matrix, cov, matrix),
+             covariance.grouped(matrix))
+            for mean, cov, covariance in self.components
+        ], self.weights)
+
+    def sample(self, mean: np.ndarray, n: int, rng) -> np.ndarray:
+        """``n`` draws from the mixture: component counts ~ Multinomial(n, w), then each
+        component's joint Gaussian; shuffled. ``mean`` is unused (the components carry it)."""
+        counts = rng.multinomial(int(n), self.weights / self.weights.sum())
+        draws = np.concatenate([
+            covariance.sample(component_mean, count, rng)
+            for count, (component_mean, _, covariance) in zip(counts, self.components,
+                                                              strict=True) if count
+        ])
+        return draws[rng.permutation(len(draws))]
+
+    def __repr__(self) -> str:
+        return (f"MixturePointCovariance({len(self.components)} components, {self.n_points} "
+                f"points x {self.n_outputs} outputs)")

@@ -17,6 +17,9 @@ moments are exact:
 
 ``P(G_a > G_b)`` for ``mean_abs`` and ``mean_sq`` is Monte Carlo over draws from the exact joint
 Gaussian of all n D attributions (standard error ``sqrt(p (1 - p) / n_samples)``, reported).
+A ``MixturePosterior`` (e.g. fully Bayesian hyperparameters) gives a mixture of Gaussians: the
+components' exact moments are combined by the laws of total expectation and covariance, and
+every probability is Monte Carlo over draws from the mixture.
 
 Cost: the covariance blocks of ``PointCovariance`` (stated there) over the n^2 / 2 pairs of
 points, plus per pair O(D^2) for ``mean`` and ``mean_sq`` and D bivariate normal CDFs (eight
@@ -33,6 +36,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from gpexplain._numerics_folded_normal import mean_abs, mean_abs_product
+from gpexplain.explain._points import MixturePointCovariance
 from gpexplain.global_attribution import GlobalImportance
 
 __all__ = ["SUMMARIES", "global_importance", "importance_of"]
@@ -143,6 +147,8 @@ def importance_of(attribution, summary: str = "mean_abs", *, n_samples: int = 40
     if point_cov is None:
         raise ValueError("the attribution has no covariance across points: explain with "
                          "return_cov='points' (or call gx.global_importance).")
+    if isinstance(point_cov, MixturePointCovariance):
+        return _mixture_importance(attribution, summary, n_samples, max_joint, random_state)
     mean_attr, var_attr = attribution.mean, attribution.var
     n_points, n_features = mean_attr.shape
     sampled = summary != "mean" and n_points * n_features <= max_joint
@@ -157,18 +163,71 @@ def importance_of(attribution, summary: str = "mean_abs", *, n_samples: int = 40
     elif sampled:
         probability = _sampled_probabilities(dense, mean_attr, summary, n_samples,
                                              np.random.default_rng(random_state))
-        used_samples = n_samples
-        standard_error = float(np.sqrt(np.max(probability * (1 - probability)) / n_samples))
+        used_samples, standard_error = n_samples, _standard_error(probability, n_samples)
     else:
-        probability = np.full((n_features, n_features), np.nan)
-        note = (f"probabilities not computed: n_points x n_features = {n_points * n_features} "
-                f"exceeds max_joint = {max_joint} (dense joint covariance, O((n D)^3)).")
+        probability, note = _not_sampled(n_points, n_features, max_joint)
     np.fill_diagonal(probability, 0.0)  # strictly greater than itself: never
     return GlobalImportance(
         mean=expected, std=std, cov=cov, probability_greater=probability,
         probability_standard_error=standard_error, summary=summary, n_points=n_points,
         n_samples=used_samples, feature_names=list(attribution.feature_names),
         method=attribution.method, note=note,
+    )
+
+
+def _standard_error(probability: np.ndarray, n_samples: int) -> float:
+    """Largest Monte Carlo standard error ``sqrt(p (1 - p) / n_samples)`` of the entries."""
+    return float(np.sqrt(np.max(probability * (1 - probability)) / n_samples))
+
+
+def _not_sampled(n_points: int, n_features: int, max_joint: int):
+    """NaN probabilities and the note saying why (``n D`` above ``max_joint``)."""
+    note = (f"probabilities not computed: n_points x n_features = {n_points * n_features} "
+            f"exceeds max_joint = {max_joint} (dense joint covariance, O((n D)^3)).")
+    return np.full((n_features, n_features), np.nan), note
+
+
+def _mixture_importance(attribution, summary, n_samples, max_joint, random_state):
+    """A mixture's importance: the components' exact moments combined by the laws of total
+    expectation and covariance; every probability (``mean`` too: a mixture is not Gaussian)
+    by Monte Carlo over draws from the mixture."""
+    from types import SimpleNamespace
+
+    point_cov = attribution.point_cov
+    parts = [
+        importance_of(SimpleNamespace(
+            mean=mean, var=np.maximum(np.einsum("pii->pi", cov), 0.0), point_cov=covariance,
+            feature_names=attribution.feature_names, method=attribution.method,
+        ), summary, max_joint=1)
+        for mean, cov, covariance in point_cov.components
+    ]
+    weights = point_cov.weights
+    expected = sum(w * part.mean for w, part in zip(weights, parts, strict=True))
+    if summary == "mean_abs":
+        second = sum(w * (part.std**2 + part.mean**2) for w, part in zip(weights, parts,
+                                                                         strict=True))
+        cov, variance = None, second - expected**2
+    else:
+        second = sum(w * (part.cov + np.outer(part.mean, part.mean))
+                     for w, part in zip(weights, parts, strict=True))
+        cov = second - np.outer(expected, expected)
+        variance = np.diag(cov).copy()
+    n_points, n_features = attribution.mean.shape
+    note, used, standard_error = "", 0, 0.0
+    if n_points * n_features <= max_joint:
+        draws = point_cov.sample(attribution.mean, n_samples, np.random.default_rng(random_state))
+        summaries = {"mean": draws, "mean_abs": np.abs(draws), "mean_sq": draws**2}[summary]
+        summaries = summaries.mean(axis=1)
+        probability = (summaries[:, :, None] > summaries[:, None, :]).mean(axis=0)
+        used, standard_error = n_samples, _standard_error(probability, n_samples)
+    else:
+        probability, note = _not_sampled(n_points, n_features, max_joint)
+    np.fill_diagonal(probability, 0.0)
+    return GlobalImportance(
+        mean=expected, std=np.sqrt(np.maximum(variance, 0.0)), cov=cov,
+        probability_greater=probability, probability_standard_error=standard_error,
+        summary=summary, n_points=n_points, n_samples=used,
+        feature_names=list(attribution.feature_names), method=attribution.method, note=note,
     )
 
 
