@@ -45,6 +45,7 @@ SUMMARY_KEYS = {
     "missing",
     "categorical_columns",
     "predictions",
+    "global_importance",
 }
 
 runner = CliRunner()
@@ -132,6 +133,44 @@ def test_explain_taipei_attribution_table(taipei_run):
         table["upper"] - table["attribution"], 1.959964 * table["std"], rtol=1e-5, atol=1e-12
     )
     assert np.all(table["lower"] <= table["attribution"])
+
+
+def test_explain_taipei_global_importance_in_summary(taipei_run):
+    """summary.json's exact importance: by Jensen, E[mean_p |a_pi|] >= mean_p |E a_pi| (the
+    plug-in from attributions.csv), with a positive posterior std and pairwise probabilities
+    that are complementary up to their stated Monte Carlo error."""
+    result, out, X, y = taipei_run
+    importance = json.loads((out / "summary.json").read_text())["global_importance"]
+    table = pd.read_csv(out / "attributions.csv")
+    plug_in = table.assign(size=table["attribution"].abs()).groupby("feature")["size"].mean()
+    for name in X.columns:
+        assert importance["mean"][name] >= plug_in[name] - 1e-12
+        assert importance["std"][name] > 0
+    error = importance["probability_standard_error"]
+    assert 0 < error <= 0.5 / np.sqrt(importance["n_samples"])
+    probability = importance["probability_greater"]
+    for a in X.columns:
+        for b in X.columns:
+            if a != b:
+                assert 0 <= probability[a][b] <= 1
+                assert abs(probability[a][b] + probability[b][a] - 1) < 1e-12  # no ties
+    assert importance["n_points"] == 5 and importance["note"] == ""
+
+
+def test_importance_summary_writes_json_values_or_why_not():
+    from gpexplain.cli.output import importance_summary
+    from gpexplain.global_attribution import GlobalImportance
+
+    importance = GlobalImportance(
+        mean=np.array([1.0, 2.0]), std=np.array([0.1, 0.2]), cov=None,
+        probability_greater=np.array([[0.0, np.nan], [np.nan, 0.0]]),
+        probability_standard_error=0.0, summary="mean_abs", n_points=3, n_samples=0,
+        feature_names=["a", "b"], method="m", note="bounded")
+    written = importance_summary(importance)
+    assert written["probability_greater"] == {"a": {"b": None}, "b": {"a": None}}
+    assert written["std"] == {"a": 0.1, "b": 0.2} and written["note"] == "bounded"
+    assert json.loads(json.dumps(written)) == written
+    assert importance_summary(None, "too many rows") == {"skipped": "too many rows"}
 
 
 def test_explain_taipei_summary(taipei_run):

@@ -132,6 +132,11 @@ def test_binary_text_target_gets_per_class_outputs(tmp_path, xlabels):
     assert 0.8 <= holdout["accuracy"] <= 1 and holdout["log_loss"] > 0
     assert 0 <= holdout["brier_score"] <= 2
     assert summary["completeness_gap"]["malignant"]["mean"] < 1e-8
+    # the exact global importance of the latent (issue 25), by Jensen at least the plug-in
+    importance = summary["global_importance"]["malignant"]
+    plug_in = table.assign(size=table["attribution"].abs()).groupby("feature")["size"].mean()
+    for name in ("a", "b", "c"):
+        assert importance["mean"][name] >= plug_in[name] - 1e-12 and importance["std"][name] > 0
     # Attributions sum to the latent at the row minus the latent at the baseline.
     per_row = table.groupby("point")["attribution"].sum()
     features = frame[["a", "b", "c"]]

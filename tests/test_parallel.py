@@ -203,3 +203,21 @@ def test_dask_client_arguments():
         pass
     with pytest.raises(ValueError, match="must be >= 1"), dask_client(workers=0):
         pass
+
+
+@pytest.mark.slow
+def test_covariance_across_points_on_the_cluster_equals_one_block(client, problem):
+    """Issue 25: the blocks of ``point_cov`` computed on the cluster equal one serial block,
+    and so does the exact global importance built from them."""
+    from gpexplain.explain._points import PointCovariance
+
+    posterior, Q = problem
+    remote = gx.integrated_gradients(posterior, Q[:20], return_cov="points", client=client)
+    remote.point_cov.block_size = 7
+    one = PointCovariance(*remote.point_cov._task[:4], block_size=20).dense()
+    np.testing.assert_allclose(remote.point_cov.dense(), one, rtol=0,
+                               atol=1e-12 * np.abs(one).max())
+    serial = gx.global_importance(posterior, Q[:20], summary="mean_abs", max_joint=1)
+    on_cluster = gx.global_importance(posterior, Q[:20], summary="mean_abs", max_joint=1,
+                                      client=client)
+    np.testing.assert_allclose(on_cluster.std, serial.std, rtol=1e-10)

@@ -14,15 +14,19 @@ from gpexplain.plot import plot_attributions, plot_global_importance
 NAMES = ["a", "b", "c"]
 
 
-@pytest.fixture(scope="module")
-def attr() -> Attribution:
+def attr_posterior():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(30, 3))
     y = np.sin(X[:, 0]) + 0.5 * X[:, 1]
-    posterior = gx.ExactPosterior(
+    return gx.ExactPosterior(
         X, y, gx.kernels.RBF([1.0, 1.5, 2.0], 1.0), 0.01, feature_names=NAMES
     )
-    return gx.integrated_gradients(posterior, X[:6])
+
+
+@pytest.fixture(scope="module")
+def attr() -> Attribution:
+    posterior = attr_posterior()
+    return gx.integrated_gradients(posterior, posterior.train_inputs[:6])
 
 
 def _error_segments(axis):
@@ -86,20 +90,37 @@ def test_plot_attributions_rejects_wrong_axes_and_types(attr):
         plot_attributions(attr.mean)
 
 
-def test_plot_global_importance_bars_and_conservative_errors(attr):
+def test_plot_global_importance_exact_bars_against_monte_carlo(attr):
+    """With the covariance across points, bar = E[mean_p |a_pi|] and error bar = 1.96 x its
+    posterior std; expected values from draws of the joint Gaussian (|z| < 5)."""
+    points = gx.integrated_gradients(attr_posterior(), attr.X, return_cov="points")
+    figure = plot_global_importance(points)
+    (axis,) = figure.axes
+    dense = points.point_cov.dense().reshape(points.mean.size, -1)
+    draws = np.random.default_rng(2).multivariate_normal(
+        points.mean.ravel(), dense, size=200_000, method="eigh")
+    importance = np.abs(draws.reshape(len(draws), *points.mean.shape)).mean(axis=1)
+    expected, std = importance.mean(0), importance.std(0)
+    order = np.argsort(-expected)
+    assert [t.get_text() for t in axis.get_yticklabels()] == [NAMES[i] for i in order]
+    widths = np.array([patch.get_width() for patch in _bars(axis)])
+    assert np.all(np.abs(widths - expected[order]) < 5 * std[order] / np.sqrt(len(draws)))
+    for segment, bar, sd in zip(_error_segments(axis), widths, std[order], strict=True):
+        low, high = sorted(segment[:, 0])
+        assert (high - bar) / 1.96 == pytest.approx(sd, rel=0.02)  # MC: 0.3% se on an sd
+        assert low == pytest.approx(max(bar - (high - bar), 0.0))
+    assert "exact posterior std" in axis.get_xlabel()
+
+
+def test_plot_global_importance_without_point_covariance_has_no_error_bars(attr):
     figure = plot_global_importance(attr)
     (axis,) = figure.axes
     importance = np.mean(np.abs(attr.mean), axis=0)
     order = np.argsort(-importance)
     assert [t.get_text() for t in axis.get_yticklabels()] == [NAMES[i] for i in order]
-    widths = [patch.get_width() for patch in _bars(axis)]
-    np.testing.assert_allclose(widths, importance[order])
-    segments = _error_segments(axis)
-    spread = 1.96 * attr.std.mean(axis=0)[order]
-    for segment, bar, half in zip(segments, importance[order], spread, strict=True):
-        low, high = sorted(segment[:, 0])
-        assert high == pytest.approx(bar + half)
-        assert low == pytest.approx(max(bar - half, 0.0))
+    np.testing.assert_allclose([p.get_width() for p in _bars(axis)], importance[order])
+    assert not [c for c in axis.containers if isinstance(c, ErrorbarContainer)]
+    assert "return_cov='points'" in axis.get_xlabel()
 
 
 def test_plots_without_covariance(attr):

@@ -68,6 +68,12 @@ def test_report_content(explained):
         assert f"<h2>{heading}</h2>" in page
     assert "Butler" in page and "Explainable Learning with Gaussian Processes" in page
     assert f"{summary['holdout']['r2']:.3f}" in page
+    # the exact importance of summary.json (issue 25): bars and the pairwise probabilities
+    importance = summary["global_importance"]
+    assert set(importance["mean"]) == {"a", "b", "kind"}  # the one-hot columns grouped
+    assert "exact posterior standard deviation" in page and "conservative" not in page
+    first, second = sorted(importance["mean"], key=importance["mean"].get)[::-1][:2]
+    assert f"{importance['probability_greater'][first][second]:.3f}" in page
     assert "y&lt;&amp;&gt;" in page and "y<&>" not in page
     # 2 global figures, 3 dependence plots, one waterfall per explained row
     assert page.count('src="data:image/png;base64,') == 2 + 3 + 6

@@ -15,6 +15,7 @@ from gpexplain.accuracy import CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import (
+    global_importance,
     global_shapley_values,
     gpx_explanation,
     gradients,
@@ -23,7 +24,7 @@ from gpexplain.explain import (
     shapley_values,
 )
 from gpexplain.explain.sensitivity import global_sensitivity
-from gpexplain.global_attribution import GlobalSensitivity, GlobalShapleyValues
+from gpexplain.global_attribution import GlobalImportance, GlobalSensitivity, GlobalShapleyValues
 from gpexplain.interactions import ShapleyInteractions
 from gpexplain.kernels import measures
 from gpexplain.models import (
@@ -59,6 +60,7 @@ __all__ = [
     "GPClassifier",
     "GPRegressor",
     "GPXRegressor",
+    "GlobalImportance",
     "GlobalSensitivity",
     "GlobalShapleyValues",
     "LaplacePosterior",
@@ -72,6 +74,7 @@ __all__ = [
     "from_botorch",
     "from_gpytorch",
     "from_sklearn",
+    "global_importance",
     "global_sensitivity",
     "global_shapley_values",
     "gpx_explanation",

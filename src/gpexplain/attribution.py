@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +101,10 @@ class Attribution(GaussianValues):
     difference_variance : ndarray (n_points,) or None
         Posterior ``Var[f(x) - mean_b f(baseline_b)]`` (or of ``f(x)`` minus the base value);
         completeness requires ``1^T cov 1`` to equal it.
+    point_cov : gpexplain.explain._points.PointCovariance or MixturePointCovariance or None
+        The covariance across points and features, (n_points, n_features, n_points,
+        n_features), evaluated lazily in blocks; set by ``return_cov="points"``, else None
+        (not saved by ``save``; ``group`` maps it with the group matrix).
     """
 
     mean: np.ndarray
@@ -112,6 +116,7 @@ class Attribution(GaussianValues):
     feature_names: list[str]
     method: str
     difference_variance: np.ndarray | None = None
+    point_cov: object | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         n_points, n_features = self.mean.shape
@@ -129,6 +134,38 @@ class Attribution(GaussianValues):
     @property
     def n_features(self) -> int:
         return self.mean.shape[1]
+
+    def sample(self, n: int, random_state=None) -> np.ndarray:
+        """Joint posterior draws of the attributions over all explained points and features.
+
+        The attribution is a GP over the inputs (Butler et al. 2024, Theorem 1), so the draws
+        are from ``N(mean, point_cov)`` jointly across points (a mixture posterior: from the
+        mixture of its components' Gaussians): each draw is one attribution function evaluated
+        at the explained points (factorised by an eigendecomposition, O((n_points
+        n_features)^3); ``point_cov.dense()`` bounds the size).
+
+        Parameters
+        ----------
+        n : int
+            Number of draws (>= 1).
+        random_state : int or numpy.random.Generator, optional
+
+        Returns
+        -------
+        ndarray (n, n_points, n_features)
+
+        Raises
+        ------
+        ValueError
+            No covariance across points (explain with ``return_cov="points"``), or n not a
+            positive integer.
+        """
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"n must be a positive integer, got {n!r}.")
+        if self.point_cov is None:
+            raise ValueError("sample needs the covariance across points: explain with "
+                             "return_cov='points'.")
+        return self.point_cov.sample(self.mean, int(n), np.random.default_rng(random_state))
 
     def completeness_gap(self) -> dict[str, float]:
         """Largest completeness violations over the points.
@@ -209,7 +246,8 @@ class Attribution(GaussianValues):
         if self.cov is not None:
             cov = np.einsum("gi,pij,hj->pgh", matrix, self.cov, matrix)
         return replace(
-            self, mean=self.mean @ matrix.T, cov=cov, X=X, baseline=baseline, feature_names=names
+            self, mean=self.mean @ matrix.T, cov=cov, X=X, baseline=baseline, feature_names=names,
+            point_cov=None if self.point_cov is None else self.point_cov.grouped(matrix),
         )
 
     def to_frame(self, level: float = 0.95) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["GlobalSensitivity", "GlobalShapleyValues"]
+__all__ = ["GlobalImportance", "GlobalSensitivity", "GlobalShapleyValues"]
 
 
 class _PerFeatureVariances:
@@ -229,3 +229,80 @@ class GlobalSensitivity(_PerFeatureVariances):
             f"GlobalSensitivity({self.method}: {self.n_features} features, variance of the "
             f"posterior mean {self.total_variance:.4g})"
         )
+
+
+@dataclass(frozen=True)
+class GlobalImportance:
+    """Posterior of each feature's global importance over a set of explained points.
+
+    The importance of feature i is a summary of its attributions ``A_pi`` over the n points:
+    ``mean`` ``(1/n) sum_p A_pi``, ``mean_abs`` ``(1/n) sum_p |A_pi|`` or ``mean_sq`` ``(1/n)
+    sum_p A_pi^2``; under the GP posterior it is a random variable, and its moments here are
+    exact (``gx.global_importance``).
+
+    Attributes
+    ----------
+    mean : ndarray (n_features,)
+        Posterior expectation of each importance (units of the target; squared for mean_sq).
+    std : ndarray (n_features,)
+        Posterior standard deviation of each importance (exact).
+    cov : ndarray (n_features, n_features) or None
+        Posterior covariance between the importances (exact; ``mean`` and ``mean_sq``
+        summaries only, None for ``mean_abs``).
+    probability_greater : ndarray (n_features, n_features)
+        ``[a, b]``: posterior probability that feature a's importance exceeds feature b's
+        (exact for ``mean``; Monte Carlo over the exact joint Gaussian of the attributions
+        otherwise; NaN where not computed, see ``note``).
+    probability_standard_error : float
+        Largest Monte Carlo standard error of an entry of ``probability_greater``
+        (``sqrt(p (1 - p) / n_samples)``, at most ``0.5 / sqrt(n_samples)``); 0.0 when exact.
+    summary : {"mean", "mean_abs", "mean_sq"}
+    n_points : int
+    n_samples : int
+        Monte Carlo draws behind ``probability_greater`` (0 when exact or not computed).
+    feature_names : list of str
+    method : str
+        The explanation method whose attributions are summarised.
+    note : str
+        What was bounded or left out, or "".
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+    cov: np.ndarray | None
+    probability_greater: np.ndarray
+    probability_standard_error: float
+    summary: str
+    n_points: int
+    n_samples: int
+    feature_names: list[str]
+    method: str
+    note: str = ""
+
+    def __post_init__(self):
+        n_features = len(self.feature_names)
+        for name in ("mean", "std"):
+            if np.shape(getattr(self, name)) != (n_features,):
+                raise ValueError(f"{name} must have shape ({n_features},).")
+        if np.shape(self.probability_greater) != (n_features, n_features):
+            raise ValueError(f"probability_greater must have shape ({n_features}, {n_features}).")
+
+    @property
+    def n_features(self) -> int:
+        return len(self.feature_names)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per feature: ``feature``, ``importance`` (posterior mean), ``std`` and
+        ``min_probability_greater``, the smallest posterior probability that it exceeds
+        another feature's importance (NaN where the probabilities were not computed)."""
+        pairwise = np.where(np.eye(self.n_features, dtype=bool), 1.0, self.probability_greater)
+        return pd.DataFrame({
+            "feature": list(self.feature_names),
+            "importance": self.mean,
+            "std": self.std,
+            "min_probability_greater": pairwise.min(axis=1) if self.n_features > 1 else 1.0,
+        })
+
+    def __repr__(self) -> str:
+        return (f"GlobalImportance({self.summary} of {self.method}: {self.n_features} features "
+                f"over {self.n_points} points)")

@@ -28,6 +28,7 @@ __all__ = [
     "plot_interactions",
     "plot_summary",
     "plot_waterfall",
+    "simultaneous_band_factor",
 ]
 
 _POSITIVE = "#c0392b"
@@ -191,21 +192,17 @@ def plot_attributions(
 
 
 def plot_global_importance(attr: Attribution, ax: Axes | None = None, *,
-                           xlabel: str | None = None) -> Figure:
+                           xlabel: str | None = None, importance=None) -> Figure:
     """Mean absolute attribution per feature over the explained points, with error bars.
 
-    Bar length is the usual global importance ``I_i = mean_p |mean[p, i]|`` (the average over
-    points of the absolute posterior-mean attribution, as for mean |SHAP|). Features are
-    sorted by ``I_i``, most important at the top.
-
-    Uncertainty shown (deterministic, no Monte Carlo): the error bar is ``+- 1.96 s_i`` with
-    ``s_i = mean_p std[p, i]``, the average over points of each attribution's posterior
-    standard deviation. ``s_i`` is an upper bound on the posterior standard deviation of
-    ``mean_p |a[p, i]|`` whatever the posterior correlation between points (which an
-    ``Attribution`` does not hold): the standard deviation of an average is at most the
-    average of the standard deviations, and ``std |a| <= std a``. The bars are therefore
-    conservative; the lower end is clipped at zero because the quantity is non-negative.
-    Without a covariance (``attr.cov is None``) no error bars are drawn.
+    With the covariance across points (``attr.point_cov``, from ``return_cov="points"``) or
+    a precomputed ``importance`` (``gx.GlobalImportance`` of summary ``mean_abs``), the bar is
+    the posterior expectation of ``I_i = mean_p |a[p, i]|`` and the error bar ``+- 1.96`` times
+    its exact posterior standard deviation (``gx.global_importance``: folded-normal moments
+    over every pair of points), lower end clipped at zero. Without either, the bar is the
+    plug-in ``mean_p |mean[p, i]|`` and no error bar is drawn: per-point standard deviations
+    alone do not give the posterior of a sum over points. Features are sorted by the bar,
+    most important at the top.
 
     Parameters
     ----------
@@ -215,6 +212,8 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None, *,
     xlabel : str, optional
         The x-axis label (the error bars' note is added below it). Default
         ``"mean |attribution| (units of the target)"``.
+    importance : gx.GlobalImportance, optional
+        Its ``mean`` and ``std`` are drawn (features in ``attr``'s order).
 
     Returns
     -------
@@ -224,24 +223,37 @@ def plot_global_importance(attr: Attribution, ax: Axes | None = None, *,
     ------
     TypeError
         ``attr`` is not an ``Attribution``.
+    ValueError
+        ``importance`` not of summary "mean_abs" or for other features.
     """
     attr = _check_attribution(attr)
-    importance = np.mean(np.abs(attr.mean), axis=0)
-    spread = 1.96 * np.mean(attr.std, axis=0)
-    order = np.argsort(-importance, kind="stable")
+    if importance is None and getattr(attr, "point_cov", None) is not None:
+        from gpexplain.explain.global_importance import importance_of
+
+        importance = importance_of(attr, "mean_abs", max_joint=1)  # moments only
+    if importance is not None and (importance.summary != "mean_abs" or list(
+            importance.feature_names) != list(attr.feature_names)):
+        raise ValueError("importance must be the 'mean_abs' GlobalImportance of attr's features.")
+    if importance is None:
+        values, spread = np.mean(np.abs(attr.mean), axis=0), None
+    else:
+        values, spread = importance.mean, 1.96 * importance.std
+    order = np.argsort(-values, kind="stable")
     figure, ax = _ranking_axes(attr.feature_names, ax)
     positions = np.arange(attr.n_features)
     xerr = None
-    if attr.cov is not None:
-        xerr = np.vstack([np.minimum(spread[order], importance[order]), spread[order]])
+    if spread is not None:
+        xerr = np.vstack([np.minimum(spread[order], values[order]), spread[order]])
     ax.barh(
-        positions, importance[order], xerr=xerr, color="0.45", alpha=0.9,
+        positions, values[order], xerr=xerr, color="0.45", alpha=0.9,
         error_kw={"ecolor": "0.1", "capsize": 2.5, "elinewidth": 1.0},
     )
     _rank_rows(ax, [attr.feature_names[i] for i in order])
     label = xlabel or "mean |attribution| (units of the target)"
-    if attr.cov is not None:
-        label += "\nerror bars: \u00b11.96 \u00d7 mean posterior std (conservative)"
+    if spread is not None:
+        label += "\nposterior mean \u00b11.96 \u00d7 exact posterior std (over all points)"
+    else:
+        label += "\nno error bars: needs the covariance across points (return_cov='points')"
     ax.set_xlabel(label)
     ax.set_xlim(left=0.0)
     points = f"{attr.n_points} point" + ("s" if attr.n_points != 1 else "")
@@ -540,12 +552,32 @@ def plot_summary(attr: Attribution, max_features: int = 20, ax: Axes | None = No
     return figure
 
 
+def simultaneous_band_factor(cov: np.ndarray, level: float = _LEVEL, n_samples: int = 4000,
+                             random_state=0) -> float:
+    """``c`` such that ``mean +- c sd`` holds a draw of ``N(mean, cov)`` at every point at once
+    with probability ``level``: the ``level`` quantile of ``max_p |a_p - mean_p| / sd_p`` over
+    ``n_samples`` joint draws (a simultaneous band; ``c >= 1.96`` at 95%, up to Monte Carlo
+    error about ``0.01 c``). Points with zero sd are ignored."""
+    sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    keep = sd > 0
+    if not keep.any():
+        return 0.0
+    values, vectors = np.linalg.eigh(cov[np.ix_(keep, keep)])
+    root = vectors * np.sqrt(np.clip(values, 0.0, None))
+    draws = np.random.default_rng(random_state).standard_normal((n_samples, len(values)))
+    largest = np.max(np.abs(draws @ root.T) / sd[keep], axis=1)
+    return float(np.quantile(largest, level))
+
+
 def plot_dependence(attr: Attribution, feature, ax: Axes | None = None) -> Figure:
     """Attribution of one feature against its value, with the 95% credible band.
 
-    For a numeric feature the points are sorted by value; the dots are the posterior means and
-    the shaded band joins the pointwise 95% credible intervals ``mean +- 1.96 sd`` (a band
-    between points, not a joint band: an ``Attribution`` holds no covariance between points).
+    For a numeric feature the points are sorted by value; the dots are the posterior means.
+    With the covariance across points (``attr.point_cov``, ``return_cov="points"``) the band
+    is **simultaneous**: ``mean +- c sd`` with ``c`` from joint posterior draws of the
+    attribution function over the points (``simultaneous_band_factor``), so that a whole
+    posterior curve lies inside it with probability 95%; the pointwise band ``mean +- 1.96 sd``
+    is drawn inside it. Without it, only the pointwise band is drawn.
     For a categorical feature (labels) each category gets one column of dots with error bars.
 
     Parameters
@@ -579,9 +611,15 @@ def plot_dependence(attr: Attribution, feature, ax: Axes | None = None) -> Figur
     if _is_numeric(values):
         x = np.asarray(values, dtype=np.float64)
         order = np.argsort(x, kind="stable")
+        if getattr(attr, "point_cov", None) is not None:
+            c = simultaneous_band_factor(attr.point_cov.feature_matrix(j))
+            half = c * attr.std[:, j]
+            ax.fill_between(x[order], (attr.mean[:, j] - half)[order],
+                            (attr.mean[:, j] + half)[order], color=_NEGATIVE, alpha=0.12,
+                            linewidth=0, label=f"simultaneous 95% band (\u00b1{c:.2f} sd)")
         if attr.cov is not None:
             ax.fill_between(x[order], lower[order, j], upper[order, j], color=_NEGATIVE,
-                            alpha=0.2, linewidth=0, label="95% credible interval")
+                            alpha=0.2, linewidth=0, label="95% credible interval (pointwise)")
         ax.plot(x[order], attr.mean[order, j], "o", color=_NEGATIVE, markersize=3.5,
                 label="posterior mean")
         ax.set_xlabel(f"{name} (value)")

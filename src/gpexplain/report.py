@@ -206,16 +206,18 @@ def _overview(summary: dict) -> list[str]:
 
 
 def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: dict,
-                  title: str = "", units: str = "units of the target") -> list[str]:
+                  title: str = "", units: str = "units of the target",
+                  class_key: str | None = None) -> list[str]:
     """Global importance, dependence, per-row explanations and completeness of one
     ``Attribution`` (``title``: e.g. " of class b", appended to each heading)."""
     parts = []
+    importance, note = _importance(summary, attr, class_key)
     parts.append(
         f"<h2>Global importance{title}</h2><p class='note'>Mean |attribution| over the "
-        f"{attr.n_points} explained rows; error bars &plusmn;1.96 &times; the mean posterior "
-        "standard deviation (conservative).</p>"
-        f"<figure>{_png(plot_global_importance(attr))}</figure>"
-        f"<figure>{_png(plot_summary(attr))}</figure>"
+        f"{attr.n_points} explained rows; {note}.</p>"
+        f"<figure>{_png(plot_global_importance(attr, importance=importance))}</figure>"
+        + _ranking_table(importance)
+        + f"<figure>{_png(plot_summary(attr))}</figure>"
     )
     order = np.argsort(-np.mean(np.abs(attr.mean), axis=0), kind="stable")
     dependence = "".join(
@@ -276,6 +278,50 @@ def _interactions(entry: dict, out_dir: Path) -> str:
                   "rows with 95% interval excluding 0"], rows, name_columns=2)
         + figure
     )
+
+
+def _importance(summary: dict, attr: Attribution, class_key: str | None = None):
+    """The exact ``GlobalImportance`` the command line wrote into summary.json (its
+    ``global_importance``, per class for a classifier: posterior mean and std of each
+    feature's mean |attribution|, from the covariance across rows), and the sentence
+    describing the error bars."""
+    from gpexplain.global_attribution import GlobalImportance
+
+    written = summary.get("global_importance") or {}
+    if class_key is not None:
+        written = written.get(class_key) or {}
+    names = list(attr.feature_names)
+    if "mean" not in written or list(written["mean"]) != names:
+        reason = written.get("skipped", "not computed for this run")
+        return None, f"no error bars ({_text(reason)})"
+    probability = np.array([[0.0 if a == b else np.nan if written["probability_greater"][a][b]
+                             is None else written["probability_greater"][a][b]
+                             for b in names] for a in names])
+    importance = GlobalImportance(
+        mean=np.array([written["mean"][n] for n in names]),
+        std=np.array([written["std"][n] for n in names]), cov=None,
+        probability_greater=probability,
+        probability_standard_error=written["probability_standard_error"], summary="mean_abs",
+        n_points=written["n_points"], n_samples=written["n_samples"], feature_names=names,
+        method=summary.get("method", ""), note=written.get("note", ""))
+    return importance, ("bars are posterior means and error bars &plusmn;1.96 &times; the exact "
+                        "posterior standard deviation of each feature's mean |attribution|, "
+                        "from the covariance of the attributions across rows")
+
+
+def _ranking_table(importance, leading: int = 5) -> str:
+    """``P(importance of the row's feature > the column's)`` among the leading features, with
+    its Monte Carlo standard error; "" without probabilities."""
+    if importance is None or np.isnan(importance.probability_greater).all():
+        return ""
+    order = np.argsort(-importance.mean, kind="stable")[:leading]
+    names = [importance.feature_names[i] for i in order]
+    rows = [[names[a]] + ["" if a == b else f"{importance.probability_greater[i, j]:.3f}"
+                          for b, j in enumerate(order)] for a, i in enumerate(order)]
+    return ("<p class='note'>Posterior probability that the row's feature is more important "
+            "than the column's (mean |attribution|; Monte Carlo over the exact joint posterior, "
+            f"standard error at most {importance.probability_standard_error:.3f}).</p>"
+            + _table(["", *names], rows))
 
 
 def _method(summary: dict) -> str:
@@ -369,7 +415,7 @@ def write_report(out_dir, path=None) -> Path:
                                 (baseline.get("prediction") or {}).get(key))
             sections += _explanations(summary, rows, attr,
                                       (summary.get("completeness_gap") or {}).get(key, {}),
-                                      f" of class {html.escape(key)}", "latent units")
+                                      f" of class {html.escape(key)}", "latent units", key)
     else:
         attr = _attribution(table, summary, summary["predictions"], baseline.get("prediction"))
         sections += _explanations(summary, table, attr, summary.get("completeness_gap") or {})

@@ -311,3 +311,24 @@ def test_completeness_through_the_driver(name):
     gaps = attribution.completeness_gap()
     assert gaps["mean"] <= tolerance * np.abs(attribution.prediction).max()
     assert gaps["variance"] <= tolerance * attribution.difference_variance.max()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_two_point_prior_term_is_the_functional_of_the_cross_term(name):
+    """``prior_between(x, x')_ij = L_i(x) L_j'(x') k`` (issue 25), checked as the prior term
+    is: the stencil of x applied to the cross term at x'; equal to ``prior`` at x = x'. A
+    scheme without it must refuse by name (``NotImplementedError``), never answer wrongly."""
+    functional, kernel, scheme, tolerance = _case(name)
+    try:
+        between = scheme.prior_between(X, X[::-1])
+    except NotImplementedError as error:
+        assert "not yet supported" in str(error)
+        return
+    assert between.shape == (len(X), len(X), D, D)
+    for p, x in enumerate(X):
+        points, W = _stencil(functional, kernel, x)
+        for q, x2 in enumerate(X[::-1]):
+            cross = functional.bind(kernel, points).cross(x2[None, :])[0]  # L_j(x') k(., s_m)
+            _close(between[p, q], W @ cross.T, tolerance)
+    same = scheme.prior_between(X, X)
+    _close(same[np.arange(len(X)), np.arange(len(X))], scheme.prior(X), tolerance)

@@ -23,6 +23,7 @@ from gpexplain.cli.common import HOLDOUT_FRACTION, finite_or_none, say, write_js
 from gpexplain.cli.output import (
     attribution_table,
     finish,
+    importance_summary,
     save_attribution_figures,
     summary,
     top_features_table,
@@ -227,6 +228,11 @@ class Classification:
             },
             **context,
         })
+        importances = {label: methods.importance(attr) for label, attr in attributions.items()}
+        result["global_importance"] = {  # exact, per class (latent)
+            str(labels[label]): importance_summary(*found)
+            for label, found in importances.items()
+        }
         if probabilities:
             result.update(_probability_summary(labels, probabilities))
         if result["baseline"] is not None:
@@ -243,6 +249,7 @@ class Classification:
                 attr, explained, out, suffix=f"_{file_label(label)}",
                 title=f"class {labels[label]}: {result['explained_output']}",
                 xlabels=(f"attribution ({units})", f"mean |attribution| ({units})"),
+                importance=importances[label][0],
             )
             say(stdout, f"Class {labels[label]}")
             stdout.print(top_features_table(attr, explained[0]))

@@ -23,6 +23,7 @@ __all__ = [
     "RunRecord",
     "attribution_table",
     "finish",
+    "importance_summary",
     "save_attribution_figures",
     "say_written",
     "summary",
@@ -199,15 +200,41 @@ def interactions_summary(interactions, top: int = 10) -> dict:
     }
 
 
+def importance_summary(importance, reason: str = "") -> dict:
+    """summary.json's ``global_importance``: the exact posterior mean and standard deviation of
+    each feature's mean |attribution| over the explained rows and the pairwise probabilities
+    (``gx.global_importance``), or ``{"skipped": reason}``."""
+    if importance is None:
+        return {"skipped": reason}
+    names = list(importance.feature_names)
+    probability = importance.probability_greater
+    return {
+        "summary": "mean |attribution| over the explained rows (posterior)",
+        "mean": dict(zip(names, map(float, importance.mean), strict=True)),
+        "std": dict(zip(names, map(float, importance.std), strict=True)),
+        "probability_greater": {
+            a: {b: None if np.isnan(probability[i, j]) else float(probability[i, j])
+                for j, b in enumerate(names) if j != i}
+            for i, a in enumerate(names)
+        },
+        "probability_standard_error": float(importance.probability_standard_error),
+        "n_samples": int(importance.n_samples),
+        "n_points": int(importance.n_points),
+        "note": importance.note,
+    }
+
+
 def save_attribution_figures(attr, explained: list, out: Path, suffix: str = "",
                              title: str | None = None,
-                             xlabels: tuple[str, str] | None = None) -> list[str]:
+                             xlabels: tuple[str, str] | None = None,
+                             importance=None) -> list[str]:
     """``attributions<suffix>.png`` (the first few points) and ``importance<suffix>.png``;
     returns their names. ``xlabels``: their x-axis labels, where not the plots' own
-    (attributions in units of the target)."""
+    (attributions in units of the target); ``importance``: the exact ``GlobalImportance``
+    drawn in the importance figure."""
     # matplotlib loads with the first figure, not with every command (gpexplain --version)
     from gpexplain.plot import plot_attributions, plot_global_importance
-    per_point, importance = xlabels or (None, None)
+    per_point, importance_label = xlabels or (None, None)
     shown = min(SHOWN_POINTS, attr.n_points)
     figure = plot_attributions(
         attr, max_points=shown, point_labels=[f"row {r}" for r in explained[:shown]],
@@ -217,7 +244,8 @@ def save_attribution_figures(attr, explained: list, out: Path, suffix: str = "",
         figure.suptitle(title, fontsize=9)
     names = [f"attributions{suffix}.png", f"importance{suffix}.png"]
     figure.savefig(out / names[0], dpi=120)
-    plot_global_importance(attr, xlabel=importance).savefig(out / names[1], dpi=120)
+    plot_global_importance(attr, xlabel=importance_label,
+                           importance=importance).savefig(out / names[1], dpi=120)
     return names
 
 

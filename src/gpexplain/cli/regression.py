@@ -17,6 +17,7 @@ from gpexplain.cli.choices import family
 from gpexplain.cli.common import HOLDOUT_FRACTION, finite_or_none, write_json
 from gpexplain.cli.output import (
     finish,
+    importance_summary,
     save_attribution_figures,
     summary,
     top_features_table,
@@ -90,11 +91,17 @@ class Regression:
         explained = X_model.iloc[positions]
         with dask_client(*executor) as client:
             encoded = methods.explain(choice, model, explained, baseline, client)
+            interactions = None
+            if isinstance(encoded, ShapleyInteractions):  # --method interactions
+                # attributions.csv holds the exact Shapley values (a linear map of the values)
+                interactions, encoded = encoded, encoded.shapley_values()
+            attr = encoder.group(encoded, X.iloc[positions])
+            importance = methods.importance(attr)  # while the cluster is up
         extras = methods.extras(family(choice.model), model, explained)
-        if isinstance(encoded, ShapleyInteractions):  # --method interactions
-            # attributions.csv holds the exact Shapley values (a linear map of the values)
-            extras["interactions"], encoded = encoded, encoded.shapley_values()
-        return encoder.group(encoded, X.iloc[positions]), encoded, extras
+        if interactions is not None:
+            extras["interactions"] = interactions
+        extras["importance"] = importance
+        return attr, encoded, extras
 
     @staticmethod
     def write(model, explanation, X, X_model, record, context, out, stdout, report, saved):
@@ -115,8 +122,9 @@ class Regression:
         result = summary(model, hyperparameters, encoded, extras, X_model, record)
         result.update(context)
         result["predictions"] = [float(p) for p in attr.prediction]  # for the report
+        result["global_importance"] = importance_summary(*extras["importance"])
         write_json(out / "summary.json", result)
-        save_attribution_figures(attr, explained, out)
+        save_attribution_figures(attr, explained, out, importance=extras["importance"][0])
         if "global" in extras:
             plot_global_shapley(extras["global"]).savefig(out / "global_shapley.png", dpi=120)
             written.append("global_shapley.png")

@@ -1,5 +1,6 @@
 """Explanations: linear functionals of the GP posterior, returned as ``Attribution`` objects."""
 
+from gpexplain.explain.global_importance import global_importance
 from gpexplain.explain.gpx import gpx_explanation
 from gpexplain.explain.gradients import gradients
 from gpexplain.explain.integrated_gradients import integrated_gradients
@@ -8,6 +9,6 @@ from gpexplain.explain.sensitivity import global_sensitivity
 from gpexplain.explain.shapley import global_shapley_values, shapley_values
 
 __all__ = [
-    "global_sensitivity", "global_shapley_values", "gpx_explanation", "gradients",
-    "integrated_gradients", "shapley_interactions", "shapley_values",
+    "global_importance", "global_sensitivity", "global_shapley_values", "gpx_explanation",
+    "gradients", "integrated_gradients", "shapley_interactions", "shapley_values",
 ]

@@ -22,6 +22,9 @@ build a ``LinearFunctional`` (``gpexplain.functionals``) and call it:
 5. check every result is finite, and return one ``Attribution``, with a
    ``CompletenessWarning`` stating the measured gaps when it is not complete to the
    documented tolerance (``gpexplain.accuracy``).
+   With ``return_cov="points"`` the ``Attribution`` also carries ``point_cov``, the
+   covariance across points (``gpexplain.explain._points.PointCovariance``: the same generic
+   formula with the scheme's two-point prior term, evaluated lazily block by block).
 
 The **link** step (GP classifiers, ``link=``): class probabilities are not linear in f, so a
 ``LinkedPosterior`` (``gpexplain.posterior.linked``) takes its own path
@@ -39,12 +42,18 @@ block of points and a ``_ChunkTask`` (posterior, bound scheme, functional), so w
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 
 from gpexplain.explain._mixture import mixture_attribution
 from gpexplain.explain._parquet import check_output_path, write_parquet
+from gpexplain.explain._points import (
+    MixturePointCovariance,
+    PointCovariance,
+    check_return_cov,
+)
 from gpexplain.explain._result import finished_attribution
 from gpexplain.explain.linked import explain_linked
 from gpexplain.functionals.base import LinearFunctional
@@ -125,7 +134,7 @@ def explain(
     X,
     functional: LinearFunctional,
     *,
-    return_cov: bool = True,
+    return_cov: bool | str = True,
     chunk_size: int | None = None,
     client=None,
     output_path=None,
@@ -141,8 +150,13 @@ def explain(
     functional : LinearFunctional
         What to compute (e.g. ``IntegratedGradient``); it must have a scheme for the
         posterior's kernel.
-    return_cov : bool, default True
-        Also compute the (n_points, D, D) covariance; False returns ``cov=None``.
+    return_cov : bool or "points", default True
+        Also compute the (n_points, D, D) covariance; False returns ``cov=None``; "points"
+        also attaches ``Attribution.point_cov``, the covariance across points and features
+        (``gpexplain.explain._points.PointCovariance``, evaluated lazily in memory-bounded
+        blocks, on ``client`` when given; its cost is stated there; a mixture: the law of total
+        covariance over its components). Not for probability-level explanations, nor with
+        ``output_path``.
     chunk_size : int, optional
         Points per chunk (bounds memory); chosen from the scheme's memory per point by default.
     client : distributed.Client, optional
@@ -170,8 +184,17 @@ def explain(
         A non-finite result (never returned silently).
     """
     check_chunk_size(chunk_size)
+    check_return_cov(return_cov)
     check_client(client)
     output_path = check_output_path(output_path)
+    points = return_cov == "points"
+    if points and (output_path is not None or isinstance(model_or_posterior, LinkedPosterior)):
+        raise NotImplementedError(
+            "return_cov='points' (covariance across points) is not yet supported for "
+            "probability-level explanations or output_path=: explain the "
+            "latent GP of one posterior in memory, or use return_cov=True."
+        )
+    return_cov = bool(return_cov)
     # -- link step (GP classifiers): probability-level explanations -------------------------
     if isinstance(model_or_posterior, LinkedPosterior):
         if client is not None or output_path is not None:
@@ -191,15 +214,21 @@ def explain(
                 "combined in memory); explain each component of posterior.components instead."
             )
         parts = [
-            explain(part, X, functional, return_cov=return_cov, chunk_size=chunk_size,
-                    client=client, caller=caller)
+            explain(part, X, functional, return_cov="points" if points else return_cov,
+                    chunk_size=chunk_size, client=client, caller=caller)
             for part in posterior.components
         ]
-        return mixture_attribution(parts, posterior.weights)
+        result = mixture_attribution(parts, posterior.weights)
+        if points:  # the law of total covariance, block by block
+            result = replace(result, point_cov=MixturePointCovariance(
+                [(part.mean, part.cov, part.point_cov) for part in parts], posterior.weights))
+        return result
     Z = posterior.train_inputs
     # The kernel first: a model this explanation does not apply to is named before its inputs.
     scheme = functional.bind(posterior.kernel, Z)
     X = posterior.check_inputs(X)
+    if points and len(X):  # refused by name before any work when the scheme has no such term
+        scheme.prior_between(X[:1], X[:1])
     if chunk_size is None:
         chunk_size = default_chunk_size(*Z.shape, copies_per_point=scheme.copies_per_point())
     chunks = iter_chunks(
@@ -209,10 +238,15 @@ def explain(
     if output_path is not None:
         return write_parquet(output_path, chunks, functional.output_names(posterior), caller)
     mean, cov, prediction, reference, difference_variance = concatenate_chunks(chunks)
-    return finished_attribution(
+    attribution = finished_attribution(
         caller, functional, X, mean=mean, cov=cov, prediction=prediction,
         baseline_prediction=None if reference is None else float(reference[0]),
         feature_names=functional.output_names(posterior), method=functional.describe(scheme),
         difference_variance=difference_variance, check_completeness=functional.complete,
         posterior=posterior,
     )
+    if points:
+        attribution = replace(
+            attribution, point_cov=PointCovariance(posterior, scheme, functional, X, client=client)
+        )
+    return attribution

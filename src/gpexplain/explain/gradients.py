@@ -38,7 +38,7 @@ def gradients(
     *,
     gradient_x_input: bool = False,
     baseline=None,
-    return_cov: bool = True,
+    return_cov: bool | str = True,
     chunk_size: int | None = None,
     link=None,
     output: str | None = None,
@@ -84,9 +84,11 @@ def gradients(
     baseline : {"mean", "median", "zeros"} or array-like of shape (n_features,), optional
         Only with ``gradient_x_input=True``: multiply the gradient by ``x - baseline`` instead
         of x. The default (None) is the plain ``x * gradient`` of the literature.
-    return_cov : bool, default True
+    return_cov : bool or "points", default True
         Compute the (n_points, n_features, n_features) covariance; False returns the mean only,
         with ``cov=None``.
+        "points": also ``point_cov``, the covariance across points and features, lazily in
+        memory-bounded blocks (``gpexplain.explain._points``, where its cost is stated).
     chunk_size : int, optional
         Points processed at once (bounds memory); chosen automatically by default.
     link : {"logit", "probit", "softmax"} or gx.links.Link, optional

@@ -33,7 +33,7 @@ def integrated_gradients(
     method: str = "auto",
     rule: str = "gauss-legendre",
     n_steps: int = 64,
-    return_cov: bool = True,
+    return_cov: bool | str = True,
     chunk_size: int | None = None,
     link=None,
     output: str | None = None,
@@ -101,9 +101,11 @@ def integrated_gradients(
         Nodes per path (graded rule: per (point, training point) pair), or intervals for
         trapezoid and Simpson. Also the nodes per direction of the two-path prior terms. At
         most 4096 (``gpexplain.functionals.integrated_gradient.MAX_N_STEPS``).
-    return_cov : bool, default True
+    return_cov : bool or "points", default True
         Compute the (n_points, n_features, n_features) covariance; False returns the mean only
         (faster), with ``cov=None``.
+        "points": also ``point_cov``, the covariance across points and features, lazily in
+        memory-bounded blocks (``gpexplain.explain._points``, where its cost is stated).
     chunk_size : int, optional
         Points processed at once (bounds memory); chosen automatically by default.
     link : {"logit", "probit", "softmax"} or gx.links.Link, optional

@@ -56,7 +56,7 @@ def shapley_values(
     baseline=None,
     background=None,
     measure=None,
-    return_cov: bool = True,
+    return_cov: bool | str = True,
     chunk_size: int | None = None,
     client=None,
     output_path=None,
@@ -123,8 +123,10 @@ def shapley_values(
         The product measure (required for "product-measure" with a product kernel; Gaussian
         needs squared-exponential factors, Uniform refuses Matern ones). Additive GPs use
         their kernel's own measure.
-    return_cov : bool, default True
+    return_cov : bool or "points", default True
         Also compute the (n_points, n_features, n_features) posterior covariance.
+        "points": also ``point_cov``, the covariance across points and features, lazily in
+        memory-bounded blocks (``gpexplain.explain._points``, where its cost is stated).
     chunk_size : int, optional
         Points processed at once (bounds memory); chosen automatically by default.
     client, output_path : distributed.Client, and str or pathlib.Path, optional

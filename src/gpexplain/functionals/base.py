@@ -26,7 +26,10 @@ The explanation driver (``gpexplain.explain._driver.explain``) calls, per chunk 
 points, ``kernel_matrix`` (for the prediction), ``cross_and_prior`` (or ``cross`` without a
 covariance; the mean is ``cross @ a`` either way, so that both calls return the same mean),
 ``output_weights`` and ``completeness_target``. ``cross_and_prior`` must return the same
-cross term as ``cross``, bit for bit.
+cross term as ``cross``, bit for bit. The covariance across points (``return_cov="points"``,
+``gpexplain.explain._points``) also asks for the **two-point prior term** ``prior_between(X1,
+X2)`` = ``L_i(x_p) L_j'(x'_q) k`` (n1, n2, D, D), equal to ``prior`` where ``x_p = x'_q``;
+a scheme without it refuses by name (``NotImplementedError``).
 
 Adding a closed form for a new kernel: its math in the kernel's own file, one
 ``@SomeFunctional.register(NewKernel)`` scheme. Adding a functional: its own module here and one
@@ -73,6 +76,24 @@ class Scheme(ABC):
     def cross_and_prior(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Both terms; schemes that share work between them override this."""
         return self.cross(X), self.prior(X)
+
+    def prior_between(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """Two-point prior term ``P[p, q, i, j] = L_i(x_p) L_j'(x'_q) k``, (n1, n2, D, D).
+
+        What the covariance across explained points needs (``return_cov="points"``); equal to
+        ``prior`` on the diagonal ``x_p = x'_q``. Schemes without it refuse by name.
+
+        Raises
+        ------
+        NotImplementedError
+            The scheme has no two-point prior term yet.
+        """
+        raise NotImplementedError(
+            f"the covariance across points (return_cov='points') is not yet supported for "
+            f"{self.functional.name or type(self.functional).__name__} evaluated by "
+            f"{type(self).__name__} on kernel {self.kernel!r}; use return_cov=True (per-point "
+            "covariance) or a kernel with a two-point prior term (gx.kernels.RBF)."
+        )
 
     def copies_per_point(self) -> int:
         """(n_basis, n_features) float64 slabs one point needs at once (for chunking)."""

@@ -82,6 +82,9 @@ class ClosedFormGradient(Scheme):
     def prior(self, X):
         return self.kernel.gradient_prior(X)
 
+    def prior_between(self, X1, X2):
+        return self.kernel.gradient_prior_between(X1, X2)
+
 
 @Gradient.register(Kernel)
 class DerivativeProcessGradient(Scheme):
@@ -99,3 +102,9 @@ class DerivativeProcessGradient(Scheme):
 
     def prior(self, X):
         return derivatives.gradient_prior(self.module, X)
+
+    def prior_between(self, X1, X2):
+        """Autograd between distinct points; points within 1e-8 of the basis points' range
+        (per feature) of each other take the same-point value (``gradient_prior_between``)."""
+        scale = np.ptp(self.Z, axis=0) if len(self.Z) > 1 else np.ones(self.Z.shape[1])
+        return derivatives.gradient_prior_between(self.module, X1, X2, 1e-8 * scale)

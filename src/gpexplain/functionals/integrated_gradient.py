@@ -240,6 +240,18 @@ class ClosedFormPath(PathScheme):
     def path_prior(self, X, baseline):
         return self.kernel.integrated_gradient_prior(X, baseline)
 
+    def prior_between(self, X1, X2):
+        """``(1/B^2) sum_{b, b'} P(x_p; xt_b, x'_q; xt_b')`` from the kernel's two-path term
+        (RBF: tensor Gauss-Legendre with ``n_steps`` nodes per path; random features: exact)."""
+        baselines, n_steps = self.baselines, self.functional.n_steps
+        total = 0.0
+        for first in baselines:
+            for second in baselines:
+                total = total + self.kernel.integrated_gradient_prior_between(
+                    X1, first, X2, second, n_steps
+                )
+        return total / len(baselines) ** 2
+
 
 class _Quadrature(PathScheme):
     """Quadrature with autograd over the kernel's GPyTorch module."""

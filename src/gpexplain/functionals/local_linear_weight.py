@@ -81,6 +81,14 @@ class LocalLinearWeightScheme(Scheme):
         variance = self.kernel.input_kernel.diag(x) + self.kernel.weight_noise
         return variance[:, None, None] * np.eye(z.shape[1])[None]
 
+    def prior_between(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """``delta_lm (k_x(x_p, x'_q) + weight_noise [x_p = x'_q])``: the weight noise is white
+        noise in x, shared only by identical kernel inputs. Shape (n1, n2, D, D)."""
+        (x1, z1), (x2, _) = self.kernel.split(X1), self.kernel.split(X2)
+        same = np.all(x1[:, None, :] == x2[None, :, :], axis=2)
+        gram = self.kernel.input_kernel(x1, x2) + self.kernel.weight_noise * same
+        return gram[:, :, None, None] * np.eye(z1.shape[1])[None, None]
+
     # No mean-only override: ``cross @ alpha`` on both paths keeps the mean-only result
     # bit-identical to the mean of a call with covariance.
 

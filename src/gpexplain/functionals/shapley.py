@@ -92,6 +92,9 @@ class AdditiveShapleyScheme(Scheme):
     def prior(self, X):
         return self.kernel.shapley_prior(X)
 
+    def prior_between(self, X1, X2):
+        return self.kernel.shapley_prior_between(X1, X2)
+
     def copies_per_point(self) -> int:
         # The recursion holds prefix polynomials of every (point, training point, feature).
         return self.kernel.order + 2

@@ -372,7 +372,19 @@ class OrthogonalAdditive(Kernel):
         off-diagonal: ``c_i c_j sum_r u_{r+2} e_r(c_{-i,-j})`` with ``u_q = sigma_q^2 / q^2``,
         both through ``leave_one_out_weighted_sums`` (O(d^2 Q) per point).
         """
-        c = self.component_diag(X).T  # (d, p)
+        return self._shapley_prior_of(self.component_diag(X).T)
+
+    def shapley_prior_between(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """Two-point prior term ``Cov(phi_i(x_p), phi_j(x'_q))``, shape (n1, n2, d, d): the
+        formula of ``shapley_prior`` with ``c_l = kt_l(x_pl, x'_ql)`` (each f_S is a GP with
+        kernel ``sigma_|S|^2 prod_{l in S} kt_l``, and feature i receives f_S / |S|).
+        O(n1 n2 d^2 Q)."""
+        c = self.components_by_feature(X1, X2)  # (d, n1, n2)
+        prior = self._shapley_prior_of(c.reshape(c.shape[0], -1))
+        return prior.reshape(len(X1), len(X2), *prior.shape[1:])
+
+    def _shapley_prior_of(self, c: np.ndarray) -> np.ndarray:
+        """``P`` (m, d, d) from the per-feature components ``c`` (d, m)."""
         d, n_points = c.shape
         orders = np.arange(1, self.order + 1)
         squared_share = self.order_variances[1:] / orders**2  # u_1..u_Q

@@ -265,3 +265,14 @@ class RandomFeatureKernel(Kernel):
         weighted = ((s * s) @ outer).reshape(-1, self.n_features, self.n_features)
         P = (self.variance / self.n_frequencies) * u[:, :, None] * u[:, None, :] * weighted
         return 0.5 * (P + np.swapaxes(P, 1, 2))  # exactly symmetric, not just up to round-off
+
+    def integrated_gradient_prior_between(
+        self, X1: np.ndarray, baseline1: np.ndarray, X2: np.ndarray, baseline2: np.ndarray,
+        n_nodes: int | None = None,
+    ) -> np.ndarray:
+        """Two-path prior term ``P[p, q, i, j] = G(x_p; xt)[i] . G(x'_q; xt')[j]`` (the IG
+        feature vectors of ``integrated_gradient_features``; exact, ``n_nodes`` unused).
+        Cost O(n1 n2 D^2 M); shape (n1, n2, n_features, n_features)."""
+        G1 = self.integrated_gradient_features(X1, baseline1)
+        G2 = self.integrated_gradient_features(X2, baseline2)
+        return np.einsum("pif,qjf->pqij", G1, G2)

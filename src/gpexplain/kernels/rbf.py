@@ -279,3 +279,88 @@ class RBF(Kernel):
         features = np.arange(u.shape[1])
         P[:, features, features] += M0[:, None] * u2
         return self.variance * P
+
+    # -- two-point prior terms (covariance across explained points) -----------------------
+    def gradient_prior_between(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """``P[p, q, i, j] = d_i d'_j k(x_p, x'_q) = k (delta_ij / l_i^2 - r_i r_j / (l_i^2
+        l_j^2))`` with ``r = x_p - x'_q``: the prior covariance of the gradients at two points.
+
+        Equal to ``gradient_prior`` where ``x_p = x'_q``. Cost O(n1 n2 D^2) time and memory.
+
+        Returns
+        -------
+        ndarray of shape (n1, n2, n_features, n_features).
+        """
+        inverse_sq = self._lengthscales(X1.shape[1]) ** -2.0
+        scaled = (X1[:, None, :] - X2[None, :, :]) * inverse_sq  # (p, q, d); 0 where l = inf
+        gram = self(X1, X2)[:, :, None, None]
+        outer = scaled[..., :, None] * scaled[..., None, :]
+        return gram * (np.diag(inverse_sq)[None, None] - outer)
+
+    def integrated_gradient_prior_between(
+        self, X1: np.ndarray, baseline1: np.ndarray, X2: np.ndarray, baseline2: np.ndarray,
+        n_nodes: int = 64,
+    ) -> np.ndarray:
+        """Two-path prior term ``P[p, q, i, j] = Cov(IG_i f(x_p; xt), IG_j f(x'_q; xt'))``.
+
+        The double path integral (Butler et al. 2024, Theorem 1, with different end points)
+
+            P_ij = s2 int int exp(-|r|^2 / 2) [delta_ij D_i D'_i - D_i D'_j r_i r_j] ds dt,
+
+        ``D = (x - xt)/l``, ``D' = (x' - xt')/l``, ``r = (xt - xt')/l + s D - t D'``, on an
+        ``n_nodes`` x ``n_nodes`` tensor Gauss-Legendre grid. ``|r|^2`` is a quadratic in
+        (s, t) whose coefficients are dot products, so each pair of points costs
+        ``n_nodes^2`` exponentials for six weighted moments, whatever the number of features;
+        the integrand is analytic, and the rule converges exponentially (relative error below
+        1e-12 against the one-point closed form ``integrated_gradient_prior`` for paths up to
+        about 6 lengthscales at 64 nodes; longer paths need more nodes). Cost
+        O(n1 n2 (n_nodes^2 + D^2)) time, O(n1 n2 n_nodes^2) memory: call it on blocks.
+
+        Returns
+        -------
+        ndarray of shape (n1, n2, n_features, n_features).
+        """
+        n_features = X1.shape[1]
+        inverse = 1.0 / self._lengthscales(n_features)  # 0 for an infinite lengthscale
+        D1 = (X1 - baseline1[None, :]) * inverse  # (p, d)
+        D2 = (X2 - baseline2[None, :]) * inverse  # (q, d)
+        c = (baseline1 - baseline2) * inverse  # (d,)
+        nodes, weights = np.polynomial.legendre.leggauss(int(n_nodes))
+        nodes, weights = 0.5 * (nodes + 1.0), 0.5 * weights
+        # |r|^2 = (|c|^2 + s^2 |D1|^2 + 2 s c.D1) + (t^2 |D2|^2 - 2 t c.D2) - 2 s t D1.D2,
+        # built in place on one (p, q, S, S) array
+        a1, a2, b = np.sum(D1 * D1, 1), np.sum(D2 * D2, 1), D1 @ D2.T
+        cd1, cd2 = D1 @ c, D2 @ c
+        along1 = c @ c + np.outer(a1, nodes**2) + 2.0 * np.outer(cd1, nodes)  # (p, S)
+        along2 = np.outer(a2, nodes**2) - 2.0 * np.outer(cd2, nodes)  # (q, S)
+        E = np.multiply.outer(b, -2.0 * np.outer(nodes, nodes))  # (p, q, S, S)
+        E += along1[:, None, :, None]
+        E += along2[None, :, None, :]
+        np.maximum(E, 0.0, out=E)
+        E *= -0.5
+        np.exp(E, out=E)
+        E *= np.outer(weights, weights)
+        over_t = E.sum(axis=3)  # (p, q, S): s on the last axis
+        over_s = E.sum(axis=2)  # (p, q, S): t on the last axis
+        m00 = over_t.sum(axis=2)
+        m10, m20 = over_t @ nodes, over_t @ nodes**2
+        m01, m02 = over_s @ nodes, over_s @ nodes**2
+        m11 = (E @ nodes) @ nodes
+        del E
+        # sum E r r^T over the grid, r = c + s D1 - t D2, per pair (p, q): (p, q, d, d)
+        c_, A, B = c[None, None, :], D1[:, None, :], D2[None, :, :]
+
+        def sym(u, v, m):
+            return m[..., None, None] * (u[..., :, None] * v[..., None, :]
+                                         + v[..., :, None] * u[..., None, :])
+
+        second = (
+            m00[..., None, None] * (c_[..., :, None] * c_[..., None, :])
+            + sym(c_, A, m10) - sym(c_, B, m01) - sym(A, B, m11)
+            + m20[..., None, None] * (A[..., :, None] * A[..., None, :])
+            + m02[..., None, None] * (B[..., :, None] * B[..., None, :])
+        )
+        P = -(A[..., :, None] * B[..., None, :]) * second
+        features = np.arange(n_features)
+        P[:, :, features, features] += m00[..., None] * A * B
+        return self.variance * P

@@ -1,0 +1,333 @@
+"""Covariance of attributions across points (``return_cov="points"``, issue 25).
+
+Against Monte Carlo over joint posterior sample paths (``tests/reference/posterior_sample_paths``,
+|z| < 5 on every mean and covariance entry), for integrated gradients, gradients and baseline
+Shapley values on exact, sparse variational and Laplace (latent) posteriors (integrated
+gradients also on a random-feature posterior); GPX weights against explicit Gaussian
+conditioning of the weights at training and query points; diagonal blocks equal to the
+per-point covariance; the full matrix positive semi-definite; blocks of any size equal to one
+block (Dask: tests/test_parallel.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpexplain.explain._driver import explain
+from gpexplain.explain._points import PointCovariance
+from gpexplain.functionals import Gradient, IntegratedGradient
+from gpexplain.functionals.local_linear_weight import LocalLinearWeight
+from gpexplain.functionals.product_shapley import ProductShapley
+from gpexplain.kernels import RBF
+from gpexplain.kernels.locally_linear import LocallyLinear
+from gpexplain.kernels.random_features import RandomFeatureKernel
+from gpexplain.posterior import (
+    ExactPosterior,
+    LaplacePosterior,
+    RandomFeaturePosterior,
+    VariationalPosterior,
+)
+from tests.reference import posterior_sample_paths as ref
+
+D = 3
+rng = np.random.default_rng(25)
+TRAIN = rng.uniform(-2, 2, size=(12, D))
+Y = np.sin(TRAIN[:, 0]) + TRAIN[:, 1] * TRAIN[:, 2]
+QUERY = rng.uniform(-1.5, 1.5, size=(3, D))
+BASELINE = np.array([0.2, -0.3, 0.1])
+LENGTHSCALE, VARIANCE = np.array([0.9, 1.3, 1.1]), 1.5
+N_PATHS = 3000
+
+
+def _exact():
+    return ExactPosterior(TRAIN, Y, RBF(LENGTHSCALE, VARIANCE), 0.05)
+
+
+def _variational():
+    Z = TRAIN[::2]
+    cov = 0.05 * np.eye(len(Z)) + 0.02 * np.ones((len(Z), len(Z)))
+    return VariationalPosterior(Z, np.sin(Z[:, 0]), cov, RBF(LENGTHSCALE, VARIANCE), 0.3)
+
+
+def _laplace():
+    labels = (Y > np.median(Y)).astype(float)
+    pi = 1.0 / (1.0 + np.exp(-(Y - np.median(Y))))  # a latent mode's probabilities
+    return LaplacePosterior(TRAIN, labels, pi, RBF(LENGTHSCALE, VARIANCE))
+
+
+POSTERIORS = {"exact": _exact, "variational": _variational, "laplace": _laplace}
+FUNCTIONALS = {
+    "integrated gradients": (lambda: IntegratedGradient(BASELINE[None, :]),
+                             lambda p, X: ref.integrated_gradients(p, X, BASELINE, 24)),
+    "gradients": (lambda: Gradient(), lambda p, X: p.grad(X)),
+    "gradient x input": (lambda: Gradient(True, BASELINE),
+                         lambda p, X: (X - BASELINE)[None] * p.grad(X)),
+    "baseline shapley": (lambda: ProductShapley("baseline", BASELINE[None, :]),
+                         lambda p, X: ref.baseline_shapley(p, X, BASELINE)),
+}
+
+
+def _paths(posterior, prior, seed):
+    Q = posterior.quadratic_form(np.eye(len(posterior.train_inputs)))
+    return ref.PosteriorPaths(prior, posterior.train_inputs, posterior.alpha, posterior.mean,
+                              Q, N_PATHS, np.random.default_rng(seed))
+
+
+def _assert_diagonal_blocks_and_psd(result, atol, psd_tolerance=1e-10):
+    """Diagonal blocks equal the per-point covariance; the whole matrix symmetric PSD."""
+    full = result.point_cov.dense()
+    for p in range(len(result.mean)):
+        np.testing.assert_allclose(full[p, :, p], result.cov[p], rtol=0,
+                                   atol=atol * np.abs(result.cov).max())
+    flat = full.reshape(result.mean.size, -1)
+    np.testing.assert_array_equal(flat, flat.T)
+    assert np.linalg.eigvalsh(flat).min() > -psd_tolerance * np.abs(flat).max()
+
+
+def _check_against_paths(result, samples):
+    full = result.point_cov.dense().reshape(result.mean.size, result.mean.size)
+    mean_z, cov_z = ref.covariance_z_scores(
+        samples.reshape(len(samples), -1), result.mean.ravel(), full)
+    assert np.abs(mean_z).max() < 5 and np.abs(cov_z).max() < 5, (mean_z, cov_z)
+
+
+@pytest.mark.parametrize("posterior_kind", sorted(POSTERIORS))
+@pytest.mark.parametrize("name", sorted(FUNCTIONALS))
+def test_covariance_across_points_matches_joint_sample_paths(posterior_kind, name):
+    build, on_paths = FUNCTIONALS[name]
+    posterior = POSTERIORS[posterior_kind]()
+    result = explain(posterior, QUERY, build(), return_cov="points")
+    paths = _paths(posterior, ref.SEPrior(LENGTHSCALE, VARIANCE, D, 100), seed=len(name))
+    _check_against_paths(result, on_paths(paths, QUERY))
+    _assert_diagonal_blocks_and_psd(result, 1e-11)
+
+
+def test_random_feature_posterior_integrated_gradients_match_sample_paths():
+    kernel = RandomFeatureKernel.from_rbf(RBF(LENGTHSCALE, VARIANCE), 10, D, random_state=1)
+    posterior = RandomFeaturePosterior(TRAIN, Y, kernel, 0.05)
+    result = explain(posterior, QUERY, IntegratedGradient(BASELINE[None, :]), return_cov="points")
+    # the representer form of this posterior is over the training points, with a rank-20
+    # kernel: sample its weights directly (f = phi^T w, w | y Gaussian), not by conditioning
+    phi = lambda X: np.sqrt(VARIANCE / 10) * np.hstack(  # noqa: E731
+        [np.cos(X @ kernel.frequencies.T), np.sin(X @ kernel.frequencies.T)])
+    F = phi(TRAIN)
+    precision = F.T @ F / 0.05 + np.eye(20)
+    cov_w = np.linalg.inv(precision)
+    mean_w = cov_w @ F.T @ Y / 0.05
+    weights = np.random.default_rng(5).multivariate_normal(mean_w, cov_w, size=N_PATHS)
+    nodes, node_weights = np.polynomial.legendre.leggauss(64)
+    samples = 0.0
+    for s, w in zip(0.5 * (nodes + 1), 0.5 * node_weights, strict=True):
+        points = BASELINE + s * (QUERY - BASELINE)  # gradient of phi(x)^T w, by hand
+        v = kernel.frequencies
+        grad_phi = np.sqrt(VARIANCE / 10) * np.concatenate(
+            [-np.sin(points @ v.T)[:, :, None] * v, np.cos(points @ v.T)[:, :, None] * v], 1)
+        samples = samples + w * np.einsum("nf,xfd->nxd", weights, grad_phi)
+    _check_against_paths(result, (QUERY - BASELINE)[None] * samples)
+
+
+def test_gpx_weights_match_explicit_conditioning():
+    n_inputs, n_z = 2, 2
+    data = rng.normal(size=(8, n_inputs + n_z))
+    query = rng.normal(size=(3, n_inputs + n_z))
+    kernel = LocallyLinear(RBF([0.8, 1.2], 1.3), n_inputs, weight_noise=0.07)
+    noise = 0.1  # the kernel leaves the weight noise at the training rows to the noise term
+    posterior = ExactPosterior(data, np.cos(data[:, 0]) * data[:, 2], kernel,
+                               noise + 0.07 * np.sum(data[:, n_inputs:] ** 2, axis=1))
+    result = explain(posterior, query, LocalLinearWeight(n_inputs, "weights"),
+                     return_cov="points")
+    # prior of the weights at the 8 training and 3 query inputs, w_l independent over l
+    x_all = np.vstack([data[:, :n_inputs], query[:, :n_inputs]])
+    diff = (x_all[:, None] - x_all[None]) / np.array([0.8, 1.2])
+    gram = 1.3 * np.exp(-0.5 * np.sum(diff**2, 2)) + 0.07 * np.eye(len(x_all))
+    prior = np.kron(np.eye(n_z), gram)  # vec over (feature, point)
+    n = len(data)
+    rows = np.zeros((n, n_z * len(x_all)))  # y_n = sum_l w_l(x_n) z_nl + noise
+    for col in range(n_z):
+        rows[np.arange(n), col * len(x_all) + np.arange(n)] = data[:, n_inputs + col]
+    gain = prior @ rows.T @ np.linalg.inv(rows @ prior @ rows.T + noise * np.eye(n))
+    post = prior - gain @ rows @ prior
+    index = [col * len(x_all) + n + p for p in range(3) for col in range(n_z)]  # (point, feature)
+    np.testing.assert_allclose(
+        result.point_cov.dense().reshape(6, 6), post[np.ix_(index, index)], atol=1e-10)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: IntegratedGradient(np.stack([BASELINE, -BASELINE]), n_steps=24),
+    lambda: ProductShapley("interventional", TRAIN[:3]),
+], ids=["two baselines", "interventional shapley"])
+def test_diagonal_blocks_and_psd_for_averaged_functionals(build):
+    result = explain(_exact(), QUERY, build(), return_cov="points")
+    _assert_diagonal_blocks_and_psd(result, 1e-10)
+
+
+def test_blocks_of_any_size_equal_one_block():
+    result = explain(_exact(), np.vstack([QUERY, QUERY[:2] + 0.3]), Gradient(),
+                     return_cov="points")
+    covariance = result.point_cov
+    one = PointCovariance(*covariance._task[:4], block_size=100).dense()
+    for size in (1, 2, 3):
+        np.testing.assert_allclose(
+            PointCovariance(*covariance._task[:4], block_size=size).dense(), one,
+            rtol=0, atol=1e-14 * np.abs(one).max())
+
+
+def test_unsupported_kernel_and_paths_are_refused_by_name():
+    import gpytorch
+
+    from gpexplain.kernels import GPyTorchKernel
+
+    kernel = GPyTorchKernel(gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(2.5)))
+    posterior = ExactPosterior(TRAIN, Y, kernel, 0.05)
+    with pytest.raises(NotImplementedError, match="not yet supported.*integrated gradients"):
+        explain(posterior, QUERY, IntegratedGradient(BASELINE[None, :]), return_cov="points")
+    with pytest.raises(ValueError, match="return_cov must be"):
+        explain(_exact(), QUERY, Gradient(), return_cov="point")
+    with pytest.raises(NotImplementedError, match="output_path"):
+        explain(_exact(), QUERY, Gradient(), return_cov="points", output_path="x.parquet")
+
+
+
+def test_joint_samples_have_the_covariance_across_points_and_group_maps_it():
+    result = explain(_exact(), QUERY, Gradient(), return_cov="points")
+    draws = result.sample(20_000, random_state=4)
+    assert draws.shape == (20_000, *result.mean.shape)
+    full = result.point_cov.dense().reshape(result.mean.size, -1)
+    _, cov_z = ref.covariance_z_scores(draws.reshape(len(draws), -1), result.mean.ravel(), full)
+    assert np.abs(cov_z).max() < 5
+    grouped = result.group({"ab": ["x0", "x1"], "c": ["x2"]}, X=QUERY[:, [0, 2]])
+    dense = grouped.point_cov.dense()
+    summed = result.point_cov.dense()
+    np.testing.assert_allclose(dense[:, 0, :, 0], summed[:, :2, :, :2].sum(axis=(1, 3)),
+                               atol=1e-14)
+    for p in range(len(QUERY)):
+        np.testing.assert_allclose(dense[p, :, p], grouped.cov[p], atol=1e-12)
+    with pytest.raises(ValueError, match="return_cov='points'"):
+        explain(_exact(), QUERY, Gradient()).sample(3)
+
+
+def test_simultaneous_band_factor_covers_whole_draws():
+    from gpexplain.plot import plot_dependence, simultaneous_band_factor
+
+    result = explain(_exact(), rng.uniform(-1.5, 1.5, size=(25, D)), IntegratedGradient(
+        BASELINE[None, :], n_steps=24), return_cov="points")
+    cov = result.point_cov.feature_matrix(0)
+    c = simultaneous_band_factor(cov)
+    assert 1.96 < c < 3.5
+    draws = np.random.default_rng(9).multivariate_normal(np.zeros(len(cov)), cov, 20_000,
+                                                         method="eigh")
+    inside = np.all(np.abs(draws) <= c * np.sqrt(np.diag(cov)), axis=1).mean()
+    assert abs(inside - 0.95) < 5 * np.sqrt(0.95 * 0.05 / 20_000) + 0.01  # + the factor's MC
+    figure = plot_dependence(result, 0)
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert any("simultaneous 95% band" in label for label in labels)
+
+
+def _gpytorch_kernels():
+    import gpytorch
+
+    from gpexplain.kernels import GPyTorchKernel
+
+    matern = gpytorch.kernels.MaternKernel(2.5, ard_num_dims=D)
+    matern.lengthscale = torch_tensor([[0.8, 1.3, 1.1]])
+    product = gpytorch.kernels.ProductKernel(
+        gpytorch.kernels.RQKernel(active_dims=[0, 1]),
+        gpytorch.kernels.MaternKernel(1.5, active_dims=[2]))
+    return {name: GPyTorchKernel(gpytorch.kernels.ScaleKernel(base).double())
+            for name, base in (("matern52", matern), ("rq x matern32", product))}
+
+
+def torch_tensor(values):
+    import torch
+
+    return torch.tensor(values, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", ["matern52", "rq x matern32"])
+def test_gpytorch_kernel_gradients_across_points(name):
+    """Autograd two-point prior against central differences of the kernel itself; diagonal
+    blocks (with a point 1e-9 from another) and PSD through the driver."""
+    kernel = _gpytorch_kernels()[name]
+    scheme = Gradient().bind(kernel, TRAIN)
+    x, x2, h = QUERY[0], QUERY[1], 1e-4
+    expected = np.empty((D, D))
+    for i in range(D):
+        for j in range(D):
+            ei, ej = h * np.eye(D)[i], h * np.eye(D)[j]
+            value = [kernel((x + a)[None], (x2 + b)[None])[0, 0]
+                     for a, b in ((ei, ej), (ei, -ej), (-ei, ej), (-ei, -ej))]
+            expected[i, j] = (value[0] - value[1] - value[2] + value[3]) / (4 * h * h)
+    np.testing.assert_allclose(scheme.prior_between(x[None], x2[None])[0, 0], expected,
+                               atol=1e-7 * np.abs(expected).max())
+    points = np.vstack([QUERY, QUERY[:1] + 1e-9])
+    result = explain(ExactPosterior(TRAIN, Y, kernel, 0.05), points, Gradient(),
+                     return_cov="points")
+    _assert_diagonal_blocks_and_psd(result, 1e-10, psd_tolerance=1e-9)
+
+
+def test_additive_gp_shapley_across_points_by_subset_enumeration():
+    """Orthogonal additive GP: ``Cov(phi_i(x), phi_j(x'))`` prior term against the sum over
+    every subset S containing i and j of ``sigma_|S|^2 / |S|^2 prod_{l in S} kt_l(x_l, x'_l)``;
+    diagonal blocks and PSD through the driver."""
+    from itertools import combinations
+
+    from gpexplain.functionals.shapley import AdditiveShapley
+    from gpexplain.kernels.measures import Gaussian
+    from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
+
+    variances = np.array([0.3, 1.0, 0.6, 0.25])
+    kernel = OrthogonalAdditive(LENGTHSCALE, variances, Gaussian(np.zeros(D), np.ones(D)))
+    scheme = AdditiveShapley().bind(kernel, TRAIN)
+    prior = scheme.prior_between(QUERY[:2], QUERY[1:])
+    components = kernel.components_by_feature(QUERY[:2], QUERY[1:])  # (d, 2, 2)
+    expected = np.zeros_like(prior)
+    for size in range(1, D + 1):
+        for S in combinations(range(D), size):
+            term = variances[size] / size**2 * np.prod(components[list(S)], axis=0)
+            for i in S:
+                for j in S:
+                    expected[:, :, i, j] += term
+    np.testing.assert_allclose(prior, expected, rtol=1e-12, atol=1e-15)
+    result = explain(ExactPosterior(TRAIN, Y, kernel, 0.05), QUERY, AdditiveShapley(),
+                     return_cov="points")
+    _assert_diagonal_blocks_and_psd(result, 1e-12)
+
+
+def test_mixture_posterior_across_points_and_its_global_importance():
+    """A mixture of two GPs (different lengthscales): diagonal blocks equal the mixture's
+    per-point covariance, the matrix is PSD, ``sample`` draws the mixture, and the exact
+    importance moments match Monte Carlo over draws made here from each component (|z| < 5)."""
+    from gpexplain.explain.global_importance import importance_of
+    from gpexplain.posterior import MixturePosterior
+    from tests.reference.monte_carlo import variance_with_standard_error
+
+    components = [_exact(), ExactPosterior(TRAIN, Y, RBF(2.0 * LENGTHSCALE, VARIANCE), 0.05)]
+    weights = np.array([0.3, 0.7])
+    points = rng.uniform(-1.5, 1.5, size=(6, D))
+    result = explain(MixturePosterior(components, weights), points, Gradient(),
+                     return_cov="points")
+    _assert_diagonal_blocks_and_psd(result, 1e-12)
+    draws = result.sample(20_000, random_state=1)
+    full = result.point_cov.dense().reshape(result.mean.size, -1)
+    _, cov_z = ref.covariance_z_scores(draws.reshape(len(draws), -1), result.mean.ravel(), full)
+    assert np.abs(cov_z).max() < 5
+    # independent draws: a component by its weight, then its own joint Gaussian
+    generator, parts = np.random.default_rng(2), []
+    for weight, component in zip(weights, components, strict=True):
+        alone = explain(component, points, Gradient(), return_cov="points")
+        dense = alone.point_cov.dense().reshape(alone.mean.size, -1)
+        count = int(round(weight * 100_000))
+        parts.append(generator.multivariate_normal(alone.mean.ravel(), dense, count,
+                                                   method="eigh"))
+    sample = np.concatenate(parts).reshape(-1, *result.mean.shape)
+    for summary, summarise in (("mean", lambda a: a.mean(1)), ("mean_abs",
+                               lambda a: np.abs(a).mean(1)), ("mean_sq", lambda a: (a**2).mean(1))):
+        importance = importance_of(result, summary, n_samples=2000)
+        values = summarise(sample)
+        z = (importance.mean - values.mean(0)) / (values.std(0) / np.sqrt(len(values)))
+        assert np.abs(z).max() < 5, summary
+        for i in range(D):
+            variance, error = variance_with_standard_error(values[:, i])
+            assert abs(importance.std[i] ** 2 - variance) < 5 * error, summary
+        assert importance.n_samples == 2000 and 0 < importance.probability_standard_error
