@@ -5,8 +5,9 @@ from gpexplain.explain.gradients import gradients
 from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.explain.sensitivity import global_sensitivity
 from gpexplain.explain.shapley import global_shapley_values, shapley_values
+from gpexplain.explain.variance import explain_variance
 
 __all__ = [
-    "global_sensitivity", "global_shapley_values", "gpx_explanation", "gradients",
-    "integrated_gradients", "shapley_values",
+    "explain_variance", "global_sensitivity", "global_shapley_values", "gpx_explanation",
+    "gradients", "integrated_gradients", "shapley_values",
 ]
