@@ -14,6 +14,7 @@ from gpexplain.accuracy import CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import (
+    explain_acquisition,
     explain_variance,
     global_shapley_values,
     gpx_explanation,
@@ -66,6 +67,7 @@ __all__ = [
     "SparseGPRegressor",
     "VariationalPosterior",
     "datasets",
+    "explain_acquisition",
     "explain_variance",
     "from_botorch",
     "from_gpytorch",

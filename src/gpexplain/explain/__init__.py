@@ -1,5 +1,6 @@
 """Explanations: linear functionals of the GP posterior, returned as ``Attribution`` objects."""
 
+from gpexplain.explain.acquisition import explain_acquisition
 from gpexplain.explain.gpx import gpx_explanation
 from gpexplain.explain.gradients import gradients
 from gpexplain.explain.integrated_gradients import integrated_gradients
@@ -8,6 +9,6 @@ from gpexplain.explain.shapley import global_shapley_values, shapley_values
 from gpexplain.explain.variance import explain_variance
 
 __all__ = [
-    "explain_variance", "global_sensitivity", "global_shapley_values", "gpx_explanation",
-    "gradients", "integrated_gradients", "shapley_values",
+    "explain_acquisition", "explain_variance", "global_sensitivity", "global_shapley_values",
+    "gpx_explanation", "gradients", "integrated_gradients", "shapley_values",
 ]
