@@ -194,3 +194,20 @@ def test_no_warning_on_exact_paths():
         warnings.simplefilter("error", CompletenessWarning)
         gx.explain_variance(ours, query, background=X[:3])
         gx.explain_variance(ours, query, method="ig")
+
+
+def test_waterfall_and_summary_label_the_variance():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from gpexplain.plot import plot_summary, plot_waterfall
+
+    _, ours, _, query = _se_pair(10, 3, seed=8)
+    result = gx.explain_variance(ours, query)
+    waterfall = plot_waterfall(result, 1).axes[0]
+    assert waterfall.get_xlabel().startswith("posterior variance (squared units of the target)")
+    assert "posterior variance" in waterfall.get_title()
+    assert not waterfall.collections  # no error bars: a deterministic function
+    summary = plot_summary(result).axes[0]
+    assert "of the posterior variance" in summary.get_title()
+    assert "attribution of the posterior variance" in summary.get_xlabel()

@@ -14,7 +14,9 @@ from gpexplain.explain.methods import METHODS
 from gpexplain.kernels.measures import Gaussian
 from gpexplain.posterior.linked import latent_posterior
 
-__all__ = ["ARGUMENTS", "explain", "extras", "method_id", "probability_attribution"]
+__all__ = [
+    "ARGUMENTS", "explain", "explain_variance", "extras", "method_id", "probability_attribution",
+]
 
 
 def _shapley_game(model, baseline, options: dict, target_class) -> dict:
@@ -78,6 +80,18 @@ def explain(choice, model, X, baseline, client=None, target_class=None):
     name = method_id(choice.method)
     arguments = ARGUMENTS.get(name)(choice, model, baseline, client, target_class)
     return METHODS.get(name).function(model, X, **arguments)
+
+
+def explain_variance(choice, model, X, baseline):
+    """``--explain variance``: attributions of the posterior variance of the rows ``X``,
+    exact Shapley values of the same game as the mean's under ``--method shapley`` with a
+    ``--game``, integrated gradients from the ``--baseline`` otherwise."""
+    from gpexplain.explain.variance import explain_variance as variance_attribution
+
+    if choice.method == "shapley" and choice.options.get("game") is not None:
+        return variance_attribution(model, X, method="shapley",
+                                    **_shapley_game(model, baseline, choice.options, None))
+    return variance_attribution(model, X, method="ig", baseline=baseline)
 
 
 def probability_attribution(model, X, baseline, target_class):
