@@ -42,6 +42,7 @@ from gpexplain.posterior import (
     MixturePosterior,
     RandomFeaturePosterior,
     VariationalPosterior,
+    from_ax,
     from_botorch,
     from_gpytorch,
     from_sklearn,
@@ -66,9 +67,11 @@ __all__ = [
     "RandomFeaturePosterior",
     "SparseGPRegressor",
     "VariationalPosterior",
+    "ax",
     "datasets",
     "explain_acquisition",
     "explain_variance",
+    "from_ax",
     "from_botorch",
     "from_gpytorch",
     "from_sklearn",
@@ -88,7 +91,7 @@ __all__ = [
     "save",
     "shapley_values",
 ]
-_LAZY_SUBMODULES = frozenset({"datasets", "metrics", "plot", "poe"})
+_LAZY_SUBMODULES = frozenset({"ax", "datasets", "metrics", "plot", "poe"})
 
 
 def __getattr__(name: str):

@@ -134,7 +134,7 @@ def test_a_kinked_acquisition_is_warned_with_its_measured_gap(model):
     best = float(model.outcome_transform.untransform(model.train_targets[:, None])[0].max())
     acquisition = qExpectedImprovement(model, best - 2.0, sampler=_sampler())
     with pytest.warns(gx.CompletenessWarning, match="misses completeness") as record:
-        result = gx.explain_acquisition(acquisition, _query(1), n_steps=16,
+        result = gx.explain_acquisition(acquisition, _query(1), n_steps=16, max_panels=16,
                                         baseline=0.5 * (LOWER + UPPER))
     total = result.total
     gap = abs(total.mean.sum() - (total.prediction[0] - total.baseline_prediction))

@@ -89,7 +89,7 @@ def test_product_measure_game_matches_brute_force():
     mean, std = np.array([0.1, -0.2, 0.3]), np.array([0.9, 1.2, 0.7])
     result = gx.explain_variance(ours, query[:2], measure=gx.measures.Gaussian(mean, std))
     for p, x in enumerate(query[:2]):
-        game = measure_variance_game(plain, x, mean, std, n_nodes=60)
+        game = measure_variance_game(plain, x, mean, std, n_nodes=40)
         np.testing.assert_allclose(result.mean[p], brute_force_shapley(game, 3), atol=1e-9)
         np.testing.assert_allclose(result.baseline_prediction, game(()), atol=1e-9)
     _check_complete(result)

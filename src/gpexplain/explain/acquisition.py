@@ -102,6 +102,7 @@ def explain_acquisition(
     n_steps: int = 64,
     feature_names=None,
     split: bool = True,
+    max_panels: int = 256,
 ) -> AcquisitionExplanation:
     """Integrated gradients of a BoTorch acquisition function (and the UCB split).
 
@@ -126,6 +127,9 @@ def explain_acquisition(
     feature_names : sequence of str, optional
     split : bool, default True
         For UCB-type functions, also the exploitation and exploration parts.
+    max_panels : int, default 256
+        Where the first rule misses completeness, at most this many adaptively bisected
+        16-node panels per point (``gpexplain.functionals.function_paths``).
 
     Returns
     -------
@@ -166,7 +170,8 @@ def explain_acquisition(
     acquisition, mean = _torch_functions(acquisition_function)
     like = next(acquisition_function.model.parameters())
     label = type(acquisition_function).__name__
-    total = _attribution(acquisition, X, point, n_steps, like, names,
+    rule = {"n_steps": n_steps, "like": like, "max_panels": max_panels}
+    total = _attribution(acquisition, X, point, rule, names,
                          f"acquisition function {label}: integrated gradients")
     if sign is None:
         return AcquisitionExplanation(total)
@@ -183,7 +188,7 @@ def explain_acquisition(
     def exploration_function(x):
         return acquisition(x) - sign * mean(x)
 
-    exploration = _attribution(exploration_function, X, point, n_steps, like, names,
+    exploration = _attribution(exploration_function, X, point, rule, names,
                                f"exploration (acquisition minus the mean) of {label}: "
                                "integrated gradients")
     return AcquisitionExplanation(total, exploitation, exploration)
@@ -216,18 +221,18 @@ def _baseline(baseline, posterior, n_features):
     return point
 
 
-def _attribution(function, X, point, n_steps, like, names, method) -> Attribution:
-    values, prediction, base_value, gap = function_integrated_gradients(
-        function, X, point, n_steps=n_steps, like=like,
-    )
+def _attribution(function, X, point, rule, names, method) -> Attribution:
+    values, prediction, base_value, gap = function_integrated_gradients(function, X, point,
+                                                                        **rule)
     scale = max(float(np.max(np.abs(prediction), initial=0.0)), abs(base_value), 1e-300)
     if np.max(gap) > COMPLETENESS_RTOL * scale:
         warnings.warn(
             f"explain_acquisition ({method}) misses completeness: the attributions' sum "
             f"differs from alpha(x) - alpha(baseline) by up to {np.max(gap):.3g} "
-            f"({np.max(gap) / scale:.2g} of the largest value) after {16 * n_steps} "
-            "Gauss-Legendre nodes; the acquisition function is not smooth along the path "
-            "(or random: give its sampler a seed).",
+            f"({np.max(gap) / scale:.2g} of the largest value) after adaptive Gauss-Legendre "
+            "panels; the acquisition function is not smooth along the path (a kink or a "
+            "jump, e.g. at an observed point for cached Monte Carlo functions), or random "
+            "(give its sampler a seed).",
             CompletenessWarning, stacklevel=3,
         )
     n_points, n_features = values.shape
@@ -235,5 +240,5 @@ def _attribution(function, X, point, n_steps, like, names, method) -> Attributio
         mean=values, cov=np.zeros((n_points, n_features, n_features)), X=X,
         prediction=prediction, baseline=point, baseline_prediction=base_value,
         feature_names=names, method=f"{method} (Gauss-Legendre quadrature, from "
-                                    f"n_steps={n_steps})",
+                                    f"n_steps={rule['n_steps']})",
     )
