@@ -98,23 +98,29 @@ def variance_shapley_product(structure, Z, Q, X, references=None, measure=None) 
     n_points, n_features = X.shape
     nodes, weights = gauss_legendre_unit(n_features)
     p_sections = structure.matrices(X, Z)  # (P, n, d)
-    block = _rows_per_block(n_points, len(Z), n_features, len(nodes))
     total = np.zeros((n_points, n_features))
-    reference_sections = (None if references is None
-                          else [structure.matrices(r[None, :], Z)[0] for r in references])
-    for start in range(0, len(Z), block):
-        rows = slice(start, start + block)
-        p = p_sections[:, rows, None, :] * p_sections[:, None, :, :]  # (P, b, n, d)
-        weight = Q[rows]  # (b, n)
-        if references is None:
-            qs = [structure.second_moment(Z[rows], Z, measure)]
-        else:
-            qs = [section[rows, None, :] * section[None, :, :] for section in reference_sections]
-        for q in qs:
+    if references is None:  # the measure's moments come as (rows, n) blocks of pairs
+        block = _rows_per_block(n_points, len(Z), n_features, len(nodes))
+        for start in range(0, len(Z), block):
+            rows = slice(start, start + block)
+            p = p_sections[:, rows, None, :] * p_sections[:, None, :, :]  # (P, b, n, d)
+            q = structure.second_moment(Z[rows], Z, measure)
             values = multilinear_shapley(p, q[None], nodes, weights)  # (P, b, n, d)
-            total -= np.einsum("pbnd,bn->pd", values, weight)
-    n_references = 1 if references is None else len(references)
-    return structure.variance**2 * total / n_references
+            total -= np.einsum("pbnd,bn->pd", values, Q[rows])
+        return structure.variance**2 * total
+    # Baseline and background rows: the pairs n <= m only (both the game and Q are
+    # symmetric in n and m), off-diagonal pairs counted twice.
+    first, second = np.triu_indices(len(Z))
+    pair_weights = Q[first, second] * np.where(first == second, 1.0, 2.0)
+    block = max(1, _BLOCK_ELEMENTS // (n_points * n_features * len(nodes)))
+    sections = [structure.matrices(r[None, :], Z)[0] for r in references]  # (n, d) each
+    for start in range(0, len(first), block):
+        a, b = first[start:start + block], second[start:start + block]
+        p = p_sections[:, a, :] * p_sections[:, b, :]  # (P, pairs, d)
+        for section in sections:
+            values = multilinear_shapley(p, (section[a] * section[b])[None], nodes, weights)
+            total -= np.einsum("pkd,k->pd", values, pair_weights[start:start + block])
+    return structure.variance**2 * total / len(references)
 
 
 def product_measure_variance(structure, Z, Q, measure) -> float:
@@ -151,7 +157,7 @@ def variance_ig_rbf(kernel: RBF, Z, Q, X, baseline) -> np.ndarray:
     coefficients[upper_n != upper_m] *= 2.0
     keep = coefficients != 0.0
     upper_n, upper_m, coefficients = upper_n[keep], upper_m[keep], coefficients[keep]
-    block = _rows_per_block(n_points, 1, n_features, 8)
+    block = max(1, _BLOCK_ELEMENTS // (n_points * n_features * 8))
     total = np.zeros((n_points, n_features))
     for start in range(0, len(coefficients), block):
         pairs = slice(start, start + block)
