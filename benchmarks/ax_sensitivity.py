@@ -80,6 +80,10 @@ def main():
                "experiment": f"Hartmann-6, {args.n_trials} Sobol trials, seed {args.seed}",
                "ax_defaults": "ax_parameter_sens(signed=False): SobolSensitivityGPMean with "
                               "num_mc_samples=10**4, uniform random inputs"}
+    from importlib import metadata
+
+    payload["machine"]["versions"].update(
+        {name: metadata.version(name) for name in ("ax-platform", "botorch")})
     adapter = surrogate(args.n_trials, args.seed)
     start = time.perf_counter()
     ours = gx.ax.sensitivity(adapter, "hartmann")
