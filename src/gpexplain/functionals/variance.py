@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpexplain.functionals.product_shapley import gauss_legendre_unit, multilinear_shapley
+from gpexplain.functionals.product_shapley import gauss_legendre_unit
 from gpexplain.kernels.rbf import RBF
 
 __all__ = [
@@ -56,6 +56,22 @@ def squared_exponential_equivalent(structure) -> RBF | None:
             inverse[j] += factor.lengthscale**-2.0
     with np.errstate(divide="ignore"):
         return RBF(lengthscale=inverse**-0.5, variance=structure.variance)
+
+
+def _pair_shapley(p: np.ndarray, q: np.ndarray, nodes, weights) -> np.ndarray:
+    """``multilinear_shapley`` of ``gpexplain.functionals.product_shapley`` for the many pair
+    games here: the same prefix and suffix products (no division), written into preallocated
+    arrays (2-3x faster on the (points, pairs, nodes, features) slabs, same numbers)."""
+    delta = p - q
+    path = q[..., None, :] + nodes[:, None] * delta[..., None, :]
+    products = np.empty_like(path)
+    products[..., 0] = 1.0
+    np.cumprod(path[..., :-1], axis=-1, out=products[..., 1:])
+    suffix = np.empty_like(path)
+    suffix[..., -1] = 1.0
+    np.cumprod(path[..., :0:-1], axis=-1, out=suffix[..., -2::-1])
+    products *= suffix
+    return delta * np.einsum("...md,m->...d", products, weights)
 
 
 class StructureKernel:
@@ -105,7 +121,7 @@ def variance_shapley_product(structure, Z, Q, X, references=None, measure=None) 
             rows = slice(start, start + block)
             p = p_sections[:, rows, None, :] * p_sections[:, None, :, :]  # (P, b, n, d)
             q = structure.second_moment(Z[rows], Z, measure)
-            values = multilinear_shapley(p, q[None], nodes, weights)  # (P, b, n, d)
+            values = _pair_shapley(p, q[None], nodes, weights)  # (P, b, n, d)
             total -= np.einsum("pbnd,bn->pd", values, Q[rows])
         return structure.variance**2 * total
     # Baseline and background rows: the pairs n <= m only (both the game and Q are
@@ -118,7 +134,7 @@ def variance_shapley_product(structure, Z, Q, X, references=None, measure=None) 
         a, b = first[start:start + block], second[start:start + block]
         p = p_sections[:, a, :] * p_sections[:, b, :]  # (P, pairs, d)
         for section in sections:
-            values = multilinear_shapley(p, (section[a] * section[b])[None], nodes, weights)
+            values = _pair_shapley(p, (section[a] * section[b])[None], nodes, weights)
             total -= np.einsum("pkd,k->pd", values, pair_weights[start:start + block])
     return structure.variance**2 * total / len(references)
 
