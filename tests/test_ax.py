@@ -119,3 +119,20 @@ def test_log_scale_parameter_is_refused_by_name():
     client = _client(log_scale=True, n_trials=5)
     with pytest.raises(TypeError, match="'x2' is on a log scale"):
         gx.from_ax(client)
+
+
+def test_older_service_api(adapter):
+    """``AxClient`` (ax.service) gives the same kind of posterior."""
+    from ax.service.ax_client import AxClient, ObjectiveProperties
+
+    logging.getLogger("ax").setLevel(logging.WARNING)
+    client = AxClient(random_seed=0, verbose_logging=False)
+    client.create_experiment(
+        name="older", objectives={"loss": ObjectiveProperties(minimize=True)},
+        parameters=[{"name": "x1", "type": "range", "bounds": [0.0, 1.0]},
+                    {"name": "x2", "type": "range", "bounds": [-5.0, 10.0]}])
+    for _ in range(5):
+        parameters, index = client.get_next_trial()
+        client.complete_trial(index, raw_data={"loss": _objective(parameters)})
+    posterior = gx.from_ax(client)["loss"]
+    assert posterior.feature_names == ["x1", "x2"] and posterior.train_inputs.shape == (5, 2)

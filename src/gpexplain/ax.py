@@ -130,7 +130,10 @@ def explain_candidate(source, trial_index: int | None = None, *, baseline=None,
     Returns
     -------
     AcquisitionExplanation
-        (``total``; UCB-type functions also split, see ``gx.explain_acquisition``).
+        (``total``; UCB-type functions also split, see ``gx.explain_acquisition``). Ax's
+        default qLogNoisyExpectedImprovement is numerically discontinuous where its value
+        crosses about log(eps) = -36 (BoTorch 0.18.1): from a baseline in that tail the
+        completeness gap can be large, and is warned with its size.
 
     Raises
     ------
