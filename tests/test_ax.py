@@ -136,3 +136,4 @@ def test_older_service_api(adapter):
         client.complete_trial(index, raw_data={"loss": _objective(parameters)})
     posterior = gx.from_ax(client)["loss"]
     assert posterior.feature_names == ["x1", "x2"] and posterior.train_inputs.shape == (5, 2)
+

@@ -109,7 +109,7 @@ def sensitivity(source, metric: str, *, refit: bool = False) -> AxSensitivity:
 
 
 def explain_candidate(source, trial_index: int | None = None, *, baseline=None,
-                      n_steps: int = 64):
+                      n_steps: int = 64, max_panels: int = 256):
     """Integrated gradients of the acquisition value of a candidate Ax generated.
 
     Uses the acquisition function of the generation strategy's current BoTorch adapter (the
@@ -125,7 +125,8 @@ def explain_candidate(source, trial_index: int | None = None, *, baseline=None,
         Default: the mean of the observed parameters (not an observed point: Monte Carlo
         acquisition functions of BoTorch with cached Cholesky factors jump there, at the
         observed points themselves).
-    n_steps : int
+    n_steps, max_panels : int
+        The quadrature of ``gx.explain_acquisition``.
 
     Returns
     -------
@@ -152,4 +153,5 @@ def explain_candidate(source, trial_index: int | None = None, *, baseline=None,
     parameters = experiment.trials[index].arm.parameters
     candidate = np.array([[float(parameters[name]) for name in adapter.parameters]])
     return explain_acquisition(acquisition.acqf, candidate, baseline=baseline, n_steps=n_steps,
+                               max_panels=max_panels,
                                feature_names=list(adapter.parameters))
