@@ -15,6 +15,8 @@ from gpexplain.accuracy import CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.explain import (
+    explain_acquisition,
+    explain_variance,
     global_importance,
     global_shapley_values,
     gpx_explanation,
@@ -44,6 +46,7 @@ from gpexplain.posterior import (
     MixturePosterior,
     RandomFeaturePosterior,
     VariationalPosterior,
+    from_ax,
     from_botorch,
     from_gpytorch,
     from_sklearn,
@@ -70,7 +73,11 @@ __all__ = [
     "ShapleyInteractions",
     "SparseGPRegressor",
     "VariationalPosterior",
+    "ax",
     "datasets",
+    "explain_acquisition",
+    "explain_variance",
+    "from_ax",
     "from_botorch",
     "from_gpytorch",
     "from_sklearn",
@@ -93,7 +100,7 @@ __all__ = [
     "shapley_interactions",
     "shapley_values",
 ]
-_LAZY_SUBMODULES = frozenset({"datasets", "metrics", "plot", "poe"})
+_LAZY_SUBMODULES = frozenset({"ax", "datasets", "metrics", "plot", "poe"})
 
 
 def __getattr__(name: str):

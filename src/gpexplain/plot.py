@@ -42,6 +42,26 @@ def _check_attribution(attr) -> Attribution:
     return attr
 
 
+# Deterministic summaries (DESIGN.md): what an attribution explains, read from the start of
+# its ``method`` (gx.explain_variance, gx.explain_acquisition), and in which units.
+_DETERMINISTIC = (
+    ("posterior variance", "squared units of the target"),
+    ("posterior standard deviation", "units of the target"),
+    ("acquisition function", "units of the acquisition function"),
+    ("exploration", "units of the acquisition function"),
+)
+
+
+def _deterministic(attr: Attribution) -> tuple[str, str] | None:
+    """``(what is explained, its units)`` for a deterministic summary's attributions (no
+    posterior over them: no intervals are drawn), None for a Gaussian attribution."""
+    for name, units in _DETERMINISTIC:
+        if attr.method.startswith(name):
+            latent = " of the latent" in attr.method  # a classifier's latent, not the target
+            return name, units.replace("units of the target", "latent units") if latent else units
+    return None
+
+
 def _panel_height(n_features: int) -> float:
     return 1.2 + 0.32 * n_features
 
@@ -455,6 +475,7 @@ def plot_waterfall(
     if int(max_features) < 1:
         raise ValueError(f"max_features must be at least 1, got {max_features}.")
     mean = attr.mean[point]
+    deterministic = _deterministic(attr)
     order = list(np.argsort(-np.abs(mean), kind="stable"))
     shown, rest = order[: int(max_features)], order[int(max_features):]
     names = [attr.feature_names[i] for i in shown]
@@ -474,7 +495,7 @@ def plot_waterfall(
         positions, steps, left=starts, color=[_POSITIVE if v >= 0 else _NEGATIVE for v in steps],
         alpha=0.85,
     )
-    if attr.cov is not None:
+    if attr.cov is not None and deterministic is None:
         ax.errorbar(
             starts + steps, positions, xerr=half, fmt="none", ecolor="0.2", capsize=2.5,
             elinewidth=1.0,
@@ -482,10 +503,16 @@ def plot_waterfall(
     ax.axvline(float(attr.baseline_prediction), color="0.5", linestyle=":", linewidth=0.9)
     ax.axvline(float(attr.prediction[point]), color="0.2", linestyle="--", linewidth=0.9)
     _rank_rows(ax, names)
-    ax.set_xlabel("prediction (units of the target); error bars: 95% credible intervals")
+    if deterministic is None:
+        ax.set_xlabel("prediction (units of the target); error bars: 95% credible intervals")
+        end = "prediction"
+    else:
+        what, units = deterministic
+        ax.set_xlabel(f"{what} ({units}); a deterministic function: no intervals")
+        end = what
     ax.set_title(
         f"point {point}: baseline {float(attr.baseline_prediction):.4g} "
-        f"\u2192 prediction {float(attr.prediction[point]):.4g}",
+        f"\u2192 {end} {float(attr.prediction[point]):.4g}",
         fontsize="medium",
     )
     return figure
@@ -538,17 +565,20 @@ def plot_summary(attr: Attribution, max_features: int = 20, ax: Axes | None = No
             colours = colour_map(scaled)
         else:
             colours = np.tile([0.5, 0.5, 0.5, 1.0], (attr.n_points, 1))
-        if attr.cov is not None:
+        if attr.cov is not None and _deterministic(attr) is None:
             ax.hlines(offsets, lower[:, feature], upper[:, feature], colors="0.75",
                       linewidth=0.8, zorder=1)
         ax.scatter(means, offsets, c=colours, s=14, zorder=2, edgecolors="none")
     ax.axvline(0.0, color="0.3", linewidth=0.8)
     _rank_rows(ax, names)
-    ax.set_xlabel(
-        "attribution (units of the target); bars: 95% credible intervals\n"
-        "colour: feature value, low (blue) to high (red); grey: categorical"
-    )
-    ax.set_title(f"Attributions of {attr.n_points} points", fontsize="medium")
+    deterministic = _deterministic(attr)
+    scale = ("attribution (units of the target); bars: 95% credible intervals"
+             if deterministic is None else
+             f"attribution of the {deterministic[0]} ({deterministic[1]}); deterministic")
+    ax.set_xlabel(f"{scale}\ncolour: feature value, low (blue) to high (red); grey: categorical")
+    subject = "" if deterministic is None else f" of the {deterministic[0]}"
+    ax.set_title(f"Attributions{subject} at {attr.n_points} points" if subject
+                 else f"Attributions of {attr.n_points} points", fontsize="medium")
     return figure
 
 

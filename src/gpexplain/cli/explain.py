@@ -31,7 +31,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from gpexplain.cli import options, reading, saved, stages
+from gpexplain.cli import methods, options, reading, saved, stages
 from gpexplain.cli.choices import (
     DEFAULT_BACKGROUND,
     KERNEL_CHOICES,
@@ -50,9 +50,10 @@ from gpexplain.cli.common import (
     progress_display,
     say,
     show_warnings,
+    write_json,
     writing_into,
 )
-from gpexplain.cli.output import RunRecord, say_written
+from gpexplain.cli.output import RunRecord, save_attribution_figures, say_written, write_table
 from gpexplain.cli.tasks import MAX_CODED_CLASSES, MAX_TEXT_CLASSES, TASKS, guess_task
 from gpexplain.models import FitError
 from gpexplain.models._size import check_exact_size
@@ -81,6 +82,7 @@ class Request:
     executor: tuple[str | None, int | None] = (None, None)
     force: bool = False
     inputs: tuple = ()
+    variance: bool = False
 
 
 @dataclass
@@ -177,7 +179,7 @@ def _say_exact_cost(progress: Progress | PlainProgress, choice, data: Prepared) 
 def fit_and_explain(request: Request, data: Prepared, stderr: Console):
     """Fit (or take the saved model), explain the rows and score the held-out split, with a
     progress display on ``stderr`` (plain lines where it is not a terminal); ``(model,
-    explanation, holdout summary, timings)``."""
+    explanation, holdout summary, timings, variance attribution or None)``."""
     choice, handler = request.choice, TASKS.get(data.task)
     timings: dict[str, float | None] = {}
     holdout = handler.empty_holdout(choice.seed)
@@ -215,6 +217,12 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
             lambda callback: handler.explain(choice, model, data.X_model, data.X, data.positions,
                                              data.baseline, data.encoder, request.executor),
         )
+        variance = None
+        if request.variance:
+            variance, timings["variance"] = _stage(
+                progress, "Explaining the posterior variance",
+                lambda callback: _variance_attribution(request, data, model),
+            )
         timings["holdout"] = None
         if scored:
             scores, timings["holdout"] = _stage(
@@ -226,7 +234,42 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
         elif "skipped" not in holdout:
             holdout["skipped"] = "disabled with --no-holdout"
     show_warnings(caught, stderr)
-    return model, explanation, holdout, timings
+    return model, explanation, holdout, timings, variance
+
+
+def _variance_attribution(request: Request, data: Prepared, model):
+    """``--explain variance``: the posterior variance's attributions of the rows, grouped to
+    the file's columns as the mean's are."""
+    if data.task != "regression":
+        raise ValueError(
+            "--explain variance applies to regression targets; for a classifier's latent use "
+            "gx.explain_variance(model, X, target_class=...)"
+        )
+    rows = data.X_model.iloc[data.positions]
+    encoded = methods.explain_variance(request.choice, model, rows, data.baseline)
+    return data.encoder.group(encoded, data.X.iloc[data.positions])
+
+
+def _write_variance(attr, record, folder: Path) -> list[str]:
+    """``variance_attributions.csv``, its figures and ``variance.json`` beside the mean's."""
+    from gpexplain.plot import plot_waterfall
+
+    explained = record.explained
+    write_table(attr, explained, folder / "variance_attributions.csv")
+    units = "posterior variance (squared units of the target)"
+    names = save_attribution_figures(
+        attr, explained, folder, suffix="_variance", title=attr.method,
+        xlabels=(f"attribution of the {units}", f"mean |attribution| of the {units}"),
+    )
+    plot_waterfall(attr, 0).savefig(folder / "waterfall_variance.png", dpi=120)
+    write_json(folder / "variance.json", {
+        "method": attr.method,
+        "explained_rows": explained,
+        "posterior_variance": [float(v) for v in attr.prediction],
+        "base_value": float(attr.baseline_prediction),
+        "completeness_gap": attr.completeness_gap()["mean"],
+    })
+    return ["variance_attributions.csv", *names, "waterfall_variance.png", "variance.json"]
 
 
 def run(frame: pd.DataFrame, request: Request) -> None:
@@ -238,7 +281,7 @@ def run(frame: pd.DataFrame, request: Request) -> None:
         fail(str(error))
     check_output_directory(request.out, request.force, (*request.inputs, request.save_model))
     reading.say_what_was_read(stderr, frame, data.dropped, len(data.X))
-    model, explanation, holdout, timings = fit_and_explain(request, data, stderr)
+    model, explanation, holdout, timings, variance = fit_and_explain(request, data, stderr)
     record = RunRecord(
         request.data_label, data.frame.shape, data.target, request.choice, request.rows,
         reading.row_labels(data.X, data.positions), data.baseline_label, holdout, timings,
@@ -252,6 +295,8 @@ def run(frame: pd.DataFrame, request: Request) -> None:
     with writing_into(request.out) as folder:
         written = TASKS.get(data.task).write(model, explanation, data.X, data.X_model, record,
                                              context, folder, stdout, request.report, written)
+        if variance is not None:
+            written = [*written, *_write_variance(variance, record, folder)]
     say_written(stdout, written, request.out)
 
 
@@ -357,6 +402,16 @@ def command(
         int | None,
         typer.Option(help="Explain on a local Dask cluster of N worker processes."),
     ] = None,
+    explain: Annotated[
+        str,
+        typer.Option(
+            "--explain",
+            help="mean (the prediction's attributions) or variance (also why the model is "
+            "unsure: attributions of the posterior variance, written beside the mean's as "
+            "variance_attributions.csv, *_variance.png and variance.json; exact Shapley "
+            "values with --method shapley, integrated gradients otherwise).",
+        ),
+    ] = "mean",
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
     loaded = None
@@ -375,6 +430,8 @@ def command(
             loaded = saved.load_model(model_from, method, game, background)
             choice, target = loaded.choice, target or loaded.target
             missing = missing or loaded.missing
+        if explain.strip().lower() not in ("mean", "variance"):
+            raise ValueError(f"unknown --explain {explain!r}; use mean or variance")
         if dask_scheduler is not None and workers is not None:
             raise ValueError("give --dask-scheduler or --workers, not both")
         if workers is not None and workers < 1:
@@ -384,4 +441,5 @@ def command(
     frame = reading.read_frame(data, header, names, decimal)
     run(frame, Request(str(data), target, rows, baseline, choice, out, holdout, save_model,
                        loaded, missing or "error", drop, report, task,
-                       (dask_scheduler, workers), force, (Path(data), model_from)))
+                       (dask_scheduler, workers), force, (Path(data), model_from),
+                       explain.strip().lower() == "variance"))

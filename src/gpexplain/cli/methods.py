@@ -15,8 +15,8 @@ from gpexplain.kernels.measures import Gaussian
 from gpexplain.posterior.linked import latent_posterior
 
 __all__ = [
-    "ARGUMENTS", "MAX_IMPORTANCE_POINTS", "explain", "extras", "importance", "method_id",
-    "probability_attribution",
+    "ARGUMENTS", "MAX_IMPORTANCE_POINTS", "explain", "explain_variance", "extras", "importance",
+    "method_id", "probability_attribution",
 ]
 
 
@@ -116,6 +116,18 @@ def importance(attr):
     if attr.point_cov is None:
         return None, "the method has no covariance across points for this model yet"
     return importance_of(attr, "mean_abs"), ""
+
+
+def explain_variance(choice, model, X, baseline):
+    """``--explain variance``: attributions of the posterior variance of the rows ``X``,
+    exact Shapley values of the same game as the mean's under ``--method shapley`` with a
+    ``--game``, integrated gradients from the ``--baseline`` otherwise."""
+    from gpexplain.explain.variance import explain_variance as variance_attribution
+
+    if choice.method == "shapley" and choice.options.get("game") is not None:
+        return variance_attribution(model, X, method="shapley",
+                                    **_shapley_game(model, baseline, choice.options, None))
+    return variance_attribution(model, X, method="ig", baseline=baseline)
 
 
 def probability_attribution(model, X, baseline, target_class):

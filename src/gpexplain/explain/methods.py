@@ -19,6 +19,7 @@ from gpexplain.explain.integrated_gradients import integrated_gradients
 from gpexplain.explain.interactions import shapley_interactions
 from gpexplain.explain.sensitivity import global_sensitivity
 from gpexplain.explain.shapley import global_shapley_values, shapley_values
+from gpexplain.explain.variance import explain_variance
 
 __all__ = ["METHODS", "Method", "Reference"]
 
@@ -155,4 +156,12 @@ METHODS.register("global-sensitivity", Method(
     "Sobol indices and Shapley effects of the GP under an input measure, with their "
     "posterior moments",
     local=False, levels=("latent",), complete=False, references=(_SOBOL, _OWEN_EFFECTS),
+))
+METHODS.register("posterior-variance", Method(
+    explain_variance,
+    "why the model is unsure: exact Shapley values (product kernels) or integrated gradients "
+    "(closed form for squared exponentials, quadrature otherwise) of the posterior variance, "
+    "a deterministic function (zero covariance)",
+    local=True, levels=("latent",), complete=True,
+    references=(_OWEN_MULTILINEAR, _BUTLER),
 ))

@@ -1,6 +1,7 @@
 """Gaussian posteriors in representer form, the interface every explanation consumes."""
 
 from gpexplain.posterior.adapters import from_gpytorch, from_sklearn
+from gpexplain.posterior.ax import from_ax
 from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.botorch import from_botorch
 from gpexplain.posterior.exact import ExactPosterior, cholesky_with_jitter
@@ -19,6 +20,7 @@ __all__ = [
     "VariationalPosterior",
     "as_posterior",
     "cholesky_with_jitter",
+    "from_ax",
     "from_botorch",
     "from_gpytorch",
     "from_sklearn",
