@@ -35,14 +35,18 @@ from gpexplain.models import (
     RandomFeatureGPRegressor,
     SparseGPRegressor,
 )
+from gpexplain.multi_output_attribution import MultiOutputAttribution
 from gpexplain.persistence import load, save
 from gpexplain.pipeline import CategoricalPipeline, make_pipeline
 from gpexplain.posterior import (
+    CoregionalizedPosterior,
     ExactPosterior,
+    IndependentOutputs,
     LaplacePosterior,
     MixturePosterior,
     RandomFeaturePosterior,
     VariationalPosterior,
+    as_multi_output,
     from_botorch,
     from_gpytorch,
     from_sklearn,
@@ -54,6 +58,7 @@ __all__ = [
     "CategoricalEncoder",
     "CategoricalPipeline",
     "CompletenessWarning",
+    "CoregionalizedPosterior",
     "ExactPosterior",
     "FitError",
     "GPClassifier",
@@ -61,13 +66,16 @@ __all__ = [
     "GPXRegressor",
     "GlobalSensitivity",
     "GlobalShapleyValues",
+    "IndependentOutputs",
     "LaplacePosterior",
     "MixturePosterior",
+    "MultiOutputAttribution",
     "RandomFeatureGPRegressor",
     "RandomFeaturePosterior",
     "ShapleyInteractions",
     "SparseGPRegressor",
     "VariationalPosterior",
+    "as_multi_output",
     "datasets",
     "from_botorch",
     "from_gpytorch",
