@@ -129,6 +129,33 @@ class MultiOutputAttribution:
         j = names.index(j) if isinstance(j, str) else j
         return cov[:, i, :, j, :]
 
+    def to_shap(self, level: float = 0.95):
+        """All outputs as one ``shap.Explanation`` in shap's multi-output layout.
+
+        Returns
+        -------
+        shap.Explanation
+            ``values`` (n_points, n_features, n_outputs), ``base_values`` (n_points,
+            n_outputs), ``data`` (n_points, n_features), ``feature_names``,
+            ``output_names``, and ``error_std``, ``lower_bounds``, ``upper_bounds`` (n_points,
+            n_features, n_outputs); ``explanation[..., k]`` is output k's
+            ``Attribution.to_shap()``.
+
+        Raises
+        ------
+        ImportError
+            shap is not installed. ``ValueError``: ``level`` not in (0, 1).
+        """
+        parts = [attribution.to_shap(level) for attribution in self.attributions]
+        stacked = {
+            name: np.stack([getattr(part, name) for part in parts], axis=-1)
+            for name in ("values", "base_values", "lower_bounds", "upper_bounds", "error_std")
+        }
+        return type(parts[0])(
+            data=parts[0].data, feature_names=self.feature_names,
+            output_names=list(self.output_names), **stacked,
+        )
+
     def to_frame(self, level: float = 0.95) -> pd.DataFrame:
         """Tidy table: ``Attribution.to_frame`` of each output with an ``output`` column first."""
         frames = []

@@ -178,3 +178,16 @@ def test_result_table_selection_persistence_and_refusals(icm, tmp_path):
         gx.gradients(posterior, Xq, outputs="d")
     with pytest.raises(ValueError, match="outputs= applies to multi-output"):
         gx.gradients(posterior.marginal(0), Xq, outputs="a")
+
+
+def test_to_shap_uses_shaps_multi_output_layout(icm):
+    pytest.importorskip("shap")
+    posterior, *_, Xq = icm
+    result = gx.integrated_gradients(posterior, Xq, outputs=["b", "c"])
+    explanation = result.to_shap()
+    assert explanation.values.shape == (3, 3, 2) and explanation.base_values.shape == (3, 2)
+    assert list(explanation.output_names) == ["b", "c"]
+    np.testing.assert_array_equal(explanation.values[..., 1], result["c"].mean)
+    np.testing.assert_allclose(explanation.values.sum(1) + explanation.base_values,
+                               result.prediction, atol=1e-8)
+    np.testing.assert_array_equal(explanation.error_std[..., 0], result["b"].std)

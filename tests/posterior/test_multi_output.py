@@ -132,3 +132,24 @@ def test_coregionalized_posterior_validates_its_arguments():
         posterior.output_index("z")
     with pytest.raises(ValueError, match="out of range"):
         posterior.output_index(5)
+
+
+def test_multitask_gp_with_a_matern_kernel_explains_every_output_completely():
+    """A GPyTorch kernel (quadrature schemes): each output's marginal kernel is B_ii k, so the
+    per-output covariance completes to that output's own difference variance."""
+    import warnings
+
+    X, Y, Xq = _data(6, n=20)
+    tasks = np.arange(len(X)) % 2
+    train = torch.as_tensor(np.c_[X, tasks])
+    model = MultiTaskGP(train, torch.as_tensor(Y[:, :1] + tasks[:, None]), task_feature=-1,
+                        covar_module=gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=3))
+    posterior = gx.as_multi_output(_set_hyperparameters(model, seed=2))
+    mean, var, _ = _botorch_moments(model, Xq)
+    np.testing.assert_allclose(posterior.predict(Xq)[1], var, rtol=1e-8, atol=1e-10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = gx.integrated_gradients(posterior, Xq[:2], n_steps=32)
+    for attribution in result.attributions:
+        np.testing.assert_allclose(attribution.cov.sum((1, 2)), attribution.difference_variance,
+                                   rtol=1e-6)

@@ -47,12 +47,13 @@ __all__ = [
 ]
 
 
-def scaled_kernel(kernel, factor: float):
+def scaled_kernel(kernel, factor: float, n_features: int):
     """``factor * kernel`` as a kernel the explanation schemes know (factor > 0).
 
     ``gx.kernels.RBF`` stays an RBF (variance times factor, closed forms kept); a
-    ``GPyTorchKernel`` is wrapped in a GPyTorch ``ScaleKernel``-like input-scaled kernel with
-    that output scale (explained by quadrature, as before).
+    ``GPyTorchKernel`` becomes its module with output scale ``factor``
+    (``gpexplain.kernels.gpytorch_adapter.input_scaled`` with no shift or scaling of the
+    inputs; explained by quadrature, as before).
 
     Raises
     ------
@@ -67,13 +68,10 @@ def scaled_kernel(kernel, factor: float):
     if isinstance(kernel, RBF):
         return RBF(kernel.lengthscale, kernel.variance * factor)
     if isinstance(kernel, GPyTorchKernel):
-        import copy
+        from gpexplain.kernels.gpytorch_adapter import input_scaled
 
-        import gpytorch
-
-        module = gpytorch.kernels.ScaleKernel(copy.deepcopy(kernel.module)).double()
-        module.outputscale = factor
-        return as_kernel(module.eval())
+        return as_kernel(input_scaled(kernel.module, np.zeros(n_features), np.ones(n_features),
+                                      factor))
     raise TypeError(
         f"kernel {kernel!r} cannot be scaled for a coregionalised output; supported: "
         "gx.kernels.RBF or a GPyTorch kernel."
@@ -385,7 +383,7 @@ class _CoregionalizedMarginal(Posterior):
         self.parent = parent
         self.output = index
         diagonal = parent.coregionalization[index, index]
-        self.kernel = scaled_kernel(parent.kernel, diagonal)
+        self.kernel = scaled_kernel(parent.kernel, diagonal, parent.train_inputs.shape[1])
         self.ratio = parent.task_weights([index])[0] / diagonal
         self.train_inputs = parent.train_inputs
         self.alpha = self.ratio * parent.alpha
