@@ -7,6 +7,12 @@
   noise ``(white + alpha) std_i^2``: independent outputs (``IndependentOutputs``).
 * BoTorch ``ModelListGP`` and multi-output ``SingleTaskGP``: independent outputs, each as
   ``gx.from_botorch`` gives it.
+* BoTorch ``KroneckerMultiTaskGP`` and GPyTorch exact GPs with a ``MultitaskKernel`` (block
+  design: every task observed at every input): the same ICM on the n t (input, task) rows, with
+  per-task ``Standardize`` scales folded into ``B`` (``s_i s_j B_ij``). Its variances equal
+  GPyTorch's exact prediction; BoTorch's own ``KroneckerMultiTaskGP.posterior`` variance
+  differs when the tasks have different noise variances (it inverts ``Lambda_x kron
+  Lambda_B + noise`` in the eigenbasis of B as if the noise were diagonal there).
 * BoTorch ``MultiTaskGP``: an intrinsic coregionalisation model (``CoregionalizedPosterior``)
   with ``B`` the evaluated task covariance of its ``IndexKernel`` (``W W^T + diag(v)``,
   normalised as the kernel normalises it), the task column removed from the features, per-task
@@ -25,7 +31,12 @@ from gpexplain._optional import require
 from gpexplain._torch import to_numpy
 from gpexplain.posterior.adapters import _convert_stationary, _split_sklearn_kernel
 from gpexplain.posterior.base import Posterior
-from gpexplain.posterior.botorch import _original_units_kernel, _standardize, from_botorch
+from gpexplain.posterior.botorch import (
+    _affine_input_transform,
+    _original_units_kernel,
+    _standardize,
+    from_botorch,
+)
 from gpexplain.posterior.exact import ExactPosterior
 from gpexplain.posterior.multi_output import (
     CoregionalizedPosterior,
@@ -39,7 +50,10 @@ _SUPPORTED = (
     "supported: a list of gpexplain posteriors; scikit-learn GaussianProcessRegressor fitted "
     "on a 2-D y; BoTorch ModelListGP, multi-output SingleTaskGP (as gx.from_botorch accepts "
     "them) or MultiTaskGP (no input transform; outcome transform None or Standardize(m=1); "
-    "MultitaskMean of constant means; HadamardGaussianLikelihood or fixed noise)."
+    "MultitaskMean of constant means; HadamardGaussianLikelihood or fixed noise); BoTorch "
+    "KroneckerMultiTaskGP or a GPyTorch ExactGP with a MultitaskKernel (affine input transform "
+    "or none, Standardize or none, MultitaskMean of constant means, MultitaskGaussianLikelihood "
+    "of rank 0: noise per task, not correlated across tasks)."
 )
 
 
@@ -49,7 +63,8 @@ def as_multi_output(model, *, output_names=None, feature_names=None) -> MultiOut
     Parameters
     ----------
     model : MultiOutputPosterior, sequence of Posterior, sklearn GaussianProcessRegressor,
-        botorch ModelListGP, SingleTaskGP or MultiTaskGP
+        botorch ModelListGP, SingleTaskGP, MultiTaskGP or KroneckerMultiTaskGP, or a
+        gpytorch ExactGP whose covar_module is a MultitaskKernel
     output_names : sequence of str, optional
         One per output (default ``y0, y1, ...``; for a MultiTaskGP ``task <value>``).
     feature_names : sequence of str, optional
@@ -78,10 +93,18 @@ def as_multi_output(model, *, output_names=None, feature_names=None) -> MultiOut
         models = require("botorch.models", "botorch", "as_multi_output")
         if type(model) is models.MultiTaskGP:
             return _from_multitask_gp(model, output_names, feature_names)
+        if type(model) is models.KroneckerMultiTaskGP:
+            return _from_kronecker(model, output_names, feature_names)
         posteriors = from_botorch(model, feature_names=feature_names)
         if isinstance(posteriors, Posterior):
             posteriors = [posteriors]
         return IndependentOutputs(posteriors, output_names)
+    import gpytorch
+
+    if isinstance(model, gpytorch.models.ExactGP) and isinstance(
+        getattr(model, "covar_module", None), gpytorch.kernels.MultitaskKernel
+    ):
+        return _from_kronecker(model, output_names, feature_names)
     raise TypeError(f"model {type(model).__name__} is not supported; {_SUPPORTED}")
 
 
@@ -187,3 +210,54 @@ def _task_noise(likelihood, tasks: np.ndarray, t: int):
     if isinstance(likelihood, gpytorch.likelihoods.GaussianLikelihood):
         return float(noise[0])
     raise TypeError(f"likelihood {type(likelihood).__name__} is not supported; {_SUPPORTED}")
+
+
+def _from_kronecker(model, output_names, feature_names) -> CoregionalizedPosterior:
+    """Block design (every task observed at every input): BoTorch ``KroneckerMultiTaskGP`` or a
+    GPyTorch ``ExactGP`` whose ``covar_module`` is a ``MultitaskKernel`` (ICM,
+    ``K = B kron k(X, X)``), as a ``CoregionalizedPosterior`` over the n t (input, task) rows.
+
+    With BoTorch's ``Standardize`` (one mean ``mu_i`` and scale ``s_i`` per task) the kernel in
+    the objective's units is ``s_i s_j B_ij k(x, x')``, the means ``mu_i + s_i c_i`` and the
+    noise ``s_i^2 (task noise_i + global noise)``.
+    """
+    import gpytorch
+
+    original = copy.deepcopy(model).train()  # train mode holds the untransformed inputs
+    X = np.asarray(to_numpy(original.train_inputs[0]), dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"batched multitask models (inputs {X.shape}) are not supported; "
+                         f"{_SUPPORTED}")
+    Y = np.asarray(to_numpy(original.train_targets), dtype=np.float64)
+    n, t = Y.shape
+    shift, scale = _affine_input_transform(original, X.shape[1])
+    standardize = [_standardize(original, i) for i in range(t)]
+    y_mean = np.array([mu for mu, _ in standardize])
+    y_scale = np.array([s for _, s in standardize])
+    kernel_module = original.covar_module
+    if not isinstance(kernel_module, gpytorch.kernels.MultitaskKernel):
+        raise TypeError(f"covar_module {type(kernel_module).__name__} is not a MultitaskKernel; "
+                        f"{_SUPPORTED}")
+    B = np.asarray(to_numpy(kernel_module.task_covar_module.covar_matrix.to_dense()),
+                   dtype=np.float64).reshape(t, t)
+    B = B * np.outer(y_scale, y_scale)
+    means = _task_means(original.mean_module, t)
+    likelihood = original.likelihood
+    if not isinstance(likelihood, gpytorch.likelihoods.MultitaskGaussianLikelihood):
+        raise TypeError(f"likelihood {type(likelihood).__name__} is not supported; {_SUPPORTED}")
+    if likelihood.rank != 0:
+        raise TypeError(f"a MultitaskGaussianLikelihood of rank {likelihood.rank} (noise "
+                        f"correlated across tasks) is not supported; {_SUPPORTED}")
+    noise = np.zeros(t)
+    if likelihood.has_task_noise:
+        noise = noise + np.asarray(to_numpy(likelihood.task_noises), dtype=np.float64).reshape(t)
+    if likelihood.has_global_noise:
+        noise = noise + float(to_numpy(likelihood.noise).reshape(-1)[0])
+    noise = noise * y_scale**2
+    kernel = _original_units_kernel(kernel_module.data_covar_module, shift, scale, 1.0)
+    tasks = np.tile(np.arange(t), n)  # row-major: input n, then its t tasks
+    return CoregionalizedPosterior(
+        np.repeat(X, t, axis=0), tasks, (y_mean + y_scale * Y).reshape(-1), kernel, B,
+        noise[tasks], mean=y_mean + y_scale * means, output_names=output_names,
+        feature_names=feature_names,
+    )
