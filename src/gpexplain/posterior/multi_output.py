@@ -363,6 +363,12 @@ class CoregionalizedPosterior(MultiOutputPosterior):
     def marginal(self, output) -> Posterior:
         return _CoregionalizedMarginal(self, self.output_index(output)[0])
 
+    def log_marginal_likelihood(self) -> float:
+        """``log N(y | m0[tasks], K)`` of the augmented training observations (their units)."""
+        residual = self.train_targets - self.mean[self.train_tasks]
+        return float(-0.5 * residual @ self.alpha - np.sum(np.log(np.diag(self.cholesky)))
+                     - 0.5 * len(residual) * np.log(2.0 * np.pi))
+
     def _output_covariance(self, X, var):
         cross = self.kernel(X, self.train_inputs)  # (n, N)
         weighted = cross[:, None, :] * self.task_weights(range(self.n_outputs))[None]
