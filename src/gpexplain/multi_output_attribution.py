@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpexplain.attribution import Attribution
+from gpexplain.attribution import Attribution, GaussianValues
 
 __all__ = ["MultiOutputAttribution"]
 
@@ -21,8 +21,8 @@ class MultiOutputAttribution:
 
     Parameters
     ----------
-    attributions : sequence of Attribution
-        One per output, over the same points and features.
+    attributions : sequence of Attribution (or ShapleyInteractions)
+        One per output, over the same points and features (or interaction terms).
     output_names : sequence of str
     joint_cov : ndarray (n_points, t, D, t, D) or None
         ``Cov[value_(i,a), value_(j,b)]`` at each point; None for independent outputs (then
@@ -55,7 +55,7 @@ class MultiOutputAttribution:
             )
         shape = attributions[0].mean.shape
         for name, attribution in zip(names, attributions, strict=True):
-            if not isinstance(attribution, Attribution):
+            if not isinstance(attribution, Attribution | GaussianValues):
                 raise TypeError(f"output {name!r}: expected an Attribution, got "
                                 f"{type(attribution).__name__}.")
             if attribution.mean.shape != shape:

@@ -191,3 +191,19 @@ def test_to_shap_uses_shaps_multi_output_layout(icm):
     np.testing.assert_allclose(explanation.values.sum(1) + explanation.base_values,
                                result.prediction, atol=1e-8)
     np.testing.assert_array_equal(explanation.error_std[..., 0], result["b"].std)
+
+
+def test_shapley_interactions_per_output_equal_the_marginals(icm):
+    posterior, X, tasks, y, B, Xq = icm
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = gx.shapley_interactions(posterior, Xq[:2], baseline="mean", outputs=["c", "a"])
+    assert result.cov.shape == (2, 2, 6, 2, 6)
+    for name, i in (("c", 2), ("a", 0)):
+        reference = gx.shapley_interactions(_NumpyMarginal(X, tasks, y, B, i), Xq[:2],
+                                            baseline="mean")
+        np.testing.assert_allclose(result[name].mean, reference.mean,
+                                   atol=1e-8 * np.abs(reference.mean).max())
+        np.testing.assert_allclose(result.output_cov(name, name), reference.cov,
+                                   atol=1e-8 * np.abs(reference.cov).max())
+    assert "output" in result.to_frame().columns
