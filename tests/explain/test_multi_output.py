@@ -207,3 +207,15 @@ def test_shapley_interactions_per_output_equal_the_marginals(icm):
         np.testing.assert_allclose(result.output_cov(name, name), reference.cov,
                                    atol=1e-8 * np.abs(reference.cov).max())
     assert "output" in result.to_frame().columns
+
+
+def test_chunking_mean_only_and_output_weights(icm):
+    posterior, X, tasks, y, B, Xq = icm
+    full = gx.gradients(posterior, Xq, gradient_x_input=True)
+    chunked = gx.gradients(posterior, Xq, gradient_x_input=True, chunk_size=1)
+    np.testing.assert_allclose(chunked.cov, full.cov, rtol=1e-12, atol=1e-14)
+    mean_only = gx.gradients(posterior, Xq, gradient_x_input=True, return_cov=False)
+    assert mean_only.cov is None
+    np.testing.assert_allclose(mean_only.mean, full.mean, rtol=1e-12, atol=1e-14)
+    reference = gx.gradients(_NumpyMarginal(X, tasks, y, B, 1), Xq, gradient_x_input=True)
+    np.testing.assert_allclose(full["b"].mean, reference.mean, atol=1e-8)
