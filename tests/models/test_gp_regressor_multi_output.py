@@ -44,7 +44,7 @@ def test_array_targets_are_named_and_bad_shapes_refused(data):
         gx.GPRegressor().fit(X, Y.to_numpy()[:, :, None])
 
 
-def test_icm_fit_learns_the_correlation_between_outputs():
+def test_icm_fit_learns_the_correlation_between_outputs(tmp_path):
     rng = np.random.default_rng(1)
     X = rng.uniform(-2, 2, size=(25, 2))
     f = np.sin(X[:, 0]) + 0.3 * X[:, 1]
@@ -60,5 +60,8 @@ def test_icm_fit_learns_the_correlation_between_outputs():
                                + 25 * np.log(Y.std(0)).sum(), rtol=1e-6)
     result = gx.integrated_gradients(model, X[:3])  # complete per output (else it warns)
     assert not result.independent
+    gx.save(model, tmp_path / "icm.npz")
+    np.testing.assert_array_equal(gx.load(tmp_path / "icm.npz").predict(X[:4]),
+                                  model.predict(X[:4]))
     with pytest.raises(ValueError, match="kernel='ard'"):
         gx.GPRegressor(multi_output="icm", kernel="matern52").fit(X, Y)
