@@ -113,6 +113,12 @@ def test_multitask_gp_refuses_transforms_by_name():
         gx.as_multi_output(model)
     with pytest.raises(TypeError, match="not supported"):
         gx.as_multi_output(object())
+    plain = MultiTaskGP(train, y, task_feature=-1)
+    with pytest.raises(TypeError, match="as_multi_output"):
+        gx.from_botorch(plain)
+    gpr = GaussianProcessRegressor(SkRBF(1.0)).fit(X, Y)
+    with pytest.raises(ValueError, match="as_multi_output"):
+        gx.from_sklearn(gpr)
 
 
 def test_coregionalized_posterior_validates_its_arguments():
