@@ -43,6 +43,7 @@ LAYERS = {
     "gpexplain.attribution": 3,
     "gpexplain.global_attribution": 3,
     "gpexplain.interactions": 3,
+    "gpexplain.multi_output_attribution": 3,
     "gpexplain.persistence": 3,
     # kernels
     "gpexplain.kernels": 4,

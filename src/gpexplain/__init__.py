@@ -38,14 +38,18 @@ from gpexplain.models import (
     RandomFeatureGPRegressor,
     SparseGPRegressor,
 )
+from gpexplain.multi_output_attribution import MultiOutputAttribution
 from gpexplain.persistence import load, save
 from gpexplain.pipeline import CategoricalPipeline, make_pipeline
 from gpexplain.posterior import (
+    CoregionalizedPosterior,
     ExactPosterior,
+    IndependentOutputs,
     LaplacePosterior,
     MixturePosterior,
     RandomFeaturePosterior,
     VariationalPosterior,
+    as_multi_output,
     from_ax,
     from_botorch,
     from_gpytorch,
@@ -58,6 +62,7 @@ __all__ = [
     "CategoricalEncoder",
     "CategoricalPipeline",
     "CompletenessWarning",
+    "CoregionalizedPosterior",
     "ExactPosterior",
     "FitError",
     "GPClassifier",
@@ -66,13 +71,16 @@ __all__ = [
     "GlobalImportance",
     "GlobalSensitivity",
     "GlobalShapleyValues",
+    "IndependentOutputs",
     "LaplacePosterior",
     "MixturePosterior",
+    "MultiOutputAttribution",
     "RandomFeatureGPRegressor",
     "RandomFeaturePosterior",
     "ShapleyInteractions",
     "SparseGPRegressor",
     "VariationalPosterior",
+    "as_multi_output",
     "ax",
     "datasets",
     "explain_acquisition",

@@ -56,11 +56,13 @@ from gpexplain.explain._points import (
 )
 from gpexplain.explain._result import finished_attribution
 from gpexplain.explain.linked import explain_linked
+from gpexplain.explain.multi_output import explain_multi_output
 from gpexplain.functionals.base import LinearFunctional
 from gpexplain.parallel import check_client, concatenate_chunks, default_chunk_size, iter_chunks
 from gpexplain.posterior import as_posterior
 from gpexplain.posterior.linked import LinkedPosterior
 from gpexplain.posterior.mixture import MixturePosterior
+from gpexplain.posterior.multi_output import MultiOutputPosterior
 
 __all__ = ["explain", "gaussian_moments"]
 
@@ -139,6 +141,7 @@ def explain(
     client=None,
     output_path=None,
     caller: str = "explain",
+    outputs=None,
 ):
     """Posterior of a linear functional of f at each query point, as an ``Attribution``.
 
@@ -168,10 +171,14 @@ def explain(
         by the chunk size whatever the number of points. Not for a ``MixturePosterior``.
     caller : str
         Public function name used in error messages.
+    outputs : output name or index, or a sequence of them, optional
+        For a ``MultiOutputPosterior`` only: the outputs to explain (default all); the result
+        is then a ``MultiOutputAttribution`` (``gpexplain.explain.multi_output``).
 
     Returns
     -------
-    Attribution, or the ``pathlib.Path`` written when ``output_path`` is given.
+    Attribution, MultiOutputAttribution for a multi-output posterior, or the
+    ``pathlib.Path`` written when ``output_path`` is given.
 
     Raises
     ------
@@ -207,6 +214,18 @@ def explain(
                               chunk_size=chunk_size, caller=caller)
     # -- end of the link step ---------------------------------------------------------------
     posterior = as_posterior(model_or_posterior)
+    # -- multi-output step (issue 24) -------------------------------------------------------
+    if isinstance(posterior, MultiOutputPosterior):
+        if client is not None or output_path is not None:
+            raise ValueError("client= and output_path= are not available for a multi-output "
+                             "posterior yet; drop them.")
+        return explain_multi_output(posterior, X, functional, explain_one=explain,
+                                    outputs=outputs, return_cov=return_cov,
+                                    chunk_size=chunk_size, caller=caller)
+    if outputs is not None:
+        raise ValueError(f"outputs= applies to multi-output posteriors; {caller} got a "
+                         f"single-output {type(posterior).__name__}.")
+    # -- end of the multi-output step -------------------------------------------------------
     if isinstance(posterior, MixturePosterior):
         if output_path is not None:
             raise ValueError(

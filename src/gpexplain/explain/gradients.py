@@ -46,6 +46,7 @@ def gradients(
     approximation: str = "quadrature",
     client=None,
     output_path=None,
+    outputs=None,
 ) -> Attribution:
     """Posterior of the input gradient of a GP regression model, with its full covariance.
 
@@ -111,6 +112,11 @@ def gradients(
         Run the chunks on a Dask cluster (same results), and stream them to a ``.parquet``
         file whose path is returned instead (``gpexplain.explain._driver.explain``).
 
+    outputs : output name or index, or a sequence of them, optional
+        A multi-output posterior (``gx.posterior.as_multi_output``) only: the outputs to
+        explain (default all). The result is then a ``MultiOutputAttribution``: one
+        ``Attribution`` per output and the covariance across outputs (issue 24).
+
     Returns
     -------
     Attribution
@@ -150,5 +156,5 @@ def gradients(
     return name_latent(explain(
         posterior, X, Gradient(gradient_x_input, baseline), return_cov=return_cov,
         chunk_size=chunk_size, client=client,
-        output_path=output_path, caller="gradients",
+        output_path=output_path, caller="gradients", outputs=outputs,
     ), latent)

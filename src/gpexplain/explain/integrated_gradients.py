@@ -41,6 +41,7 @@ def integrated_gradients(
     approximation: str = "quadrature",
     client=None,
     output_path=None,
+    outputs=None,
 ) -> Attribution:
     """Integrated-gradient attributions of a GP regression posterior, with uncertainty.
 
@@ -140,6 +141,11 @@ def integrated_gradients(
         Run the chunks on a Dask cluster (same results), and stream them to a ``.parquet``
         file whose path is returned instead (``gpexplain.explain._driver.explain``).
 
+    outputs : output name or index, or a sequence of them, optional
+        A multi-output posterior (``gx.posterior.as_multi_output``) only: the outputs to
+        explain (default all). The result is then a ``MultiOutputAttribution``: one
+        ``Attribution`` per output and the covariance across outputs (issue 24).
+
     Returns
     -------
     Attribution
@@ -175,5 +181,5 @@ def integrated_gradients(
     functional = IntegratedGradient(baselines, method=method, rule=rule, n_steps=n_steps)
     return name_latent(explain(
         posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
-        client=client, output_path=output_path, caller="integrated_gradients",
+        client=client, output_path=output_path, caller="integrated_gradients", outputs=outputs,
     ), latent)

@@ -24,6 +24,7 @@ from gpexplain.functionals.product_interactions import (
 )
 from gpexplain.functionals.shapley import AdditiveShapley
 from gpexplain.interactions import ShapleyInteractions
+from gpexplain.multi_output_attribution import MultiOutputAttribution
 from gpexplain.posterior.linked import latent_posterior
 
 __all__ = ["shapley_interactions"]
@@ -50,6 +51,7 @@ def shapley_interactions(
     return_cov: bool = True,
     target_class=None,
     output: str | None = None,
+    outputs=None,
 ) -> ShapleyInteractions:
     """Exact order-1 values and pairwise Shapley interactions of a GP, with their covariance.
 
@@ -96,6 +98,11 @@ def shapley_interactions(
         Classifiers' latent, as for ``gx.shapley_values`` (``output="probability"`` is
         refused).
 
+    outputs : output name or index, or a sequence of them, optional
+        A multi-output posterior only: the outputs to explain (default all); the result is
+        then a ``MultiOutputAttribution`` of one ``ShapleyInteractions`` per output, with the
+        covariance across outputs (issue 24).
+
     Returns
     -------
     ShapleyInteractions
@@ -127,7 +134,19 @@ def shapley_interactions(
         functional = ProductShapleyInteraction(index, values.game, values.references,
                                                 values.measure)
     result = name_latent(explain(posterior, X, functional, return_cov=return_cov,
-                                 chunk_size=chunk_size, caller="shapley_interactions"), latent)
+                                 chunk_size=chunk_size, caller="shapley_interactions",
+                                 outputs=outputs), latent)
+    if isinstance(result, MultiOutputAttribution):  # issue 24: one result per output
+        return MultiOutputAttribution(
+            [_interactions(part, posterior.marginal(name), index)
+             for name, part in zip(result.output_names, result.attributions, strict=True)],
+            result.output_names, result.joint_cov, result.independent,
+        )
+    return _interactions(result, posterior, index)
+
+
+def _interactions(result: Attribution, posterior, index: str) -> ShapleyInteractions:
+    """The driver's result as ``ShapleyInteractions``, checked for efficiency."""
     interactions = ShapleyInteractions(
         mean=result.mean, cov=result.cov, X=result.X, prediction=result.prediction,
         baseline=result.baseline, baseline_prediction=result.baseline_prediction,

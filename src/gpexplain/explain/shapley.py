@@ -60,6 +60,7 @@ def shapley_values(
     chunk_size: int | None = None,
     client=None,
     output_path=None,
+    outputs=None,
     target_class=None,
     output: str | None = None,
 ) -> Attribution:
@@ -139,6 +140,11 @@ def shapley_values(
     output : {"latent"}, optional
         The only level Shapley values have (the default); "probability" is refused.
 
+    outputs : output name or index, or a sequence of them, optional
+        A multi-output posterior (``gx.posterior.as_multi_output``) only: the outputs to
+        explain (default all). The result is then a ``MultiOutputAttribution``: one
+        ``Attribution`` per output and the covariance across outputs (issue 24).
+
     Returns
     -------
     Attribution
@@ -173,7 +179,7 @@ def shapley_values(
     functional = _shapley_functional(posterior, game, baseline, background, measure)
     result = explain(
         posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,
-        client=client, output_path=output_path, caller="shapley_values",
+        client=client, output_path=output_path, caller="shapley_values", outputs=outputs,
     )
     return name_latent(result, latent)
 

@@ -22,8 +22,10 @@ import warnings
 import gpytorch
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 
+from gpexplain._threads import native_threads
+from gpexplain._validation import as_target
 from gpexplain.kernels import as_kernel
 from gpexplain.models._base import PosteriorEstimator
 from gpexplain.models._fitting import (
@@ -34,8 +36,9 @@ from gpexplain.models._fitting import (
     log_uniform,
     maximise_exact_marginal_likelihood,
 )
+from gpexplain.models._icm import fit_icm
 from gpexplain.models._kernel_choices import kernel_choice
-from gpexplain.models._params import MULTISTART_CONSTRAINTS, Integer
+from gpexplain.models._params import MULTISTART_CONSTRAINTS, Integer, Options
 from gpexplain.models._se_likelihood import maximise_se_marginal_likelihood
 from gpexplain.models._size import check_exact_size
 from gpexplain.models._standardisation import (
@@ -43,7 +46,8 @@ from gpexplain.models._standardisation import (
     choice_scaling,
     target_scaling,
 )
-from gpexplain.posterior import ExactPosterior
+from gpexplain.models._targets import target_columns
+from gpexplain.posterior import ExactPosterior, IndependentOutputs
 
 __all__ = ["GPRegressor"]
 
@@ -92,6 +96,8 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         L-BFGS iterations per start.
     random_state : int, default 0
         Seed of the random starting points (and of the ``restart_rows`` subsample).
+    multi_output : {"independent", "icm"}, default "independent"
+        For a 2-D y only: independent GPs per column, or one ICM of all columns (below).
     restart_rows : int, optional
         Squared-exponential kernels with restarts only: run every start on a seeded subsample
         of this many (distinct) rows, then refine the best one on all rows, one start. The
@@ -108,9 +114,22 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         given those hyperparameters. None (default) fits them on all rows; the command line
         uses 3,000 above 3,000 rows.
 
+    Several outputs (issue 24): ``fit(X, Y)`` with a 2-D Y of t > 1 columns (a DataFrame's
+    column names become the output names, else ``y0, y1, ...``) fits one GP per column with
+    these parameters, independently (its own hyperparameters, noise and mean): ``posterior_``
+    is then ``gx.IndependentOutputs`` (zero covariance across outputs, by the model),
+    ``predict`` returns (n_points, t) arrays, the fitted attributes below are arrays or lists
+    over the outputs, ``estimators_`` holds the t single-output fits and ``output_names_``
+    their names. ``multi_output="icm"`` instead fits one intrinsic coregionalisation model of
+    all columns (``k((x, i), (x', j)) = B_ij k(x, x')``, ARD squared exponential, full-rank
+    ``B = W W^T + diag(v)``, noise per output; Bonilla, Chai and Williams 2008; one L-BFGS
+    start, ``models._icm``): ``posterior_`` is a ``gx.CoregionalizedPosterior`` and
+    ``coregionalization_`` the fitted B in the units of y. Sums of ICM terms (LMC) are not
+    available yet.
+
     Attributes
     ----------
-    posterior_ : ExactPosterior
+    posterior_ : ExactPosterior (IndependentOutputs for a 2-D y)
         Posterior in original units; what explanations consume.
     kernel_ : RBF or gx.kernels.GPyTorchKernel
         Fitted kernel in original units. ``RBF`` for the squared exponential (lengthscale
@@ -163,6 +182,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         **MULTISTART_CONSTRAINTS,
         "restart_rows": Integer(2, allow_none=True),
         "hyperparameter_rows": Integer(2, allow_none=True),
+        "multi_output": Options(("independent", "icm")),
     }
 
     def __init__(
@@ -175,10 +195,58 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         random_state: int = 0,
         restart_rows: int | None = None,
         hyperparameter_rows: int | None = None,
+        multi_output: str = "independent",
     ):
         self._store_parameters(locals())
 
     # -- fitting ------------------------------------------------------------------------
+    def fit(self, X, y, *, callback=None):
+        """Fit (``PosteriorEstimator.fit``); a 2-D y of several columns fits one independent
+        GP per column (see the class docstring)."""
+        columns = target_columns(y)
+        if columns is None:
+            return super().fit(X, y, callback=callback)
+        self._validate_params()
+        if self.multi_output == "icm":
+            return self._fit_icm(X, columns)
+        self.estimators_ = [clone(self).fit(X, column, callback=callback)
+                            for column in columns.values()]
+        first = self.estimators_[0]
+        self.output_names_ = list(columns)
+        self.posterior_ = IndependentOutputs([e.posterior_ for e in self.estimators_],
+                                             self.output_names_)
+        for name in ("kernel_", "restarts_", "constant_features_"):
+            setattr(self, name, [getattr(e, name) for e in self.estimators_])
+        for name in ("noise_", "mean_", "log_marginal_likelihood_value_"):
+            setattr(self, name, np.array([getattr(e, name) for e in self.estimators_]))
+        self.n_features_in_ = first.n_features_in_
+        if hasattr(first, "feature_names_in_"):
+            self.feature_names_in_ = first.feature_names_in_
+        return self
+
+    def _fit_icm(self, X, columns):
+        """``multi_output="icm"``: one coregionalised GP of all columns (``models._icm``)."""
+        if not (isinstance(self.kernel, str) and self.kernel == "ard") or self.optimizer is None:
+            raise ValueError(
+                "multi_output='icm' fits an ARD squared-exponential ICM: use kernel='ard' and "
+                f"optimizer='lbfgs' (got kernel={self.kernel!r}, optimizer={self.optimizer!r})."
+            )
+        first = next(iter(columns.values()))
+        X, _, names = self._validate_data(X, first)
+        Y = np.column_stack([as_target(column, len(X), f"y column {name!r}")
+                             for name, column in columns.items()])
+        with native_threads(len(X) * len(columns)):
+            posterior, lml = fit_icm(X, Y, names, list(columns), self.max_iter)
+        self.output_names_ = list(columns)
+        self.posterior_ = posterior
+        self.kernel_ = posterior.kernel
+        self.coregionalization_ = posterior.coregionalization
+        self.noise_ = np.array([posterior.noise[posterior.train_tasks == i][0]
+                                for i in range(len(columns))])
+        self.mean_ = posterior.mean.copy()
+        self.log_marginal_likelihood_value_ = lml
+        return self
+
     def _check_params(self):
         """Validate constructor arguments; return the kernel choice and whether it is ARD."""
         choice = kernel_choice(self.kernel)

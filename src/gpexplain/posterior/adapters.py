@@ -238,7 +238,7 @@ def from_sklearn(gpr, *, feature_names=None) -> ExactPosterior | LaplacePosterio
     if y_normalised.ndim != 1:
         raise ValueError(
             f"multi-output GaussianProcessRegressor (targets {y_normalised.shape}) is not "
-            "supported; fit one model per output."
+            "one posterior; gx.as_multi_output(gpr) gives one per output."
         )
     y_mean = float(np.reshape(gpr._y_train_mean, -1)[0])
     y_std = float(np.reshape(gpr._y_train_std, -1)[0])

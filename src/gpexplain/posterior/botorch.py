@@ -85,7 +85,11 @@ def from_botorch(model, *, feature_names=None, output_names=None):
     elif type(model) is models.SingleTaskGP:
         outputs = [_single_task(*output, feature_names) for output in _outputs(model)]
     else:
-        raise TypeError(f"model {type(model).__name__} is not supported; {_BOTORCH_SUPPORTED}")
+        hint = (" (a multi-task model: gx.as_multi_output(model) explains every task, with "
+                "the covariance across tasks)" if "MultiTask" in type(model).__name__ else "")
+        raise TypeError(
+            f"model {type(model).__name__} is not supported{hint}; {_BOTORCH_SUPPORTED}"
+        )
     if output_names is None:
         return outputs[0] if len(outputs) == 1 else outputs
     names = [str(name) for name in output_names]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.mixture import MixturePosterior
+from gpexplain.posterior.multi_output import MultiOutputPosterior
 
 __all__ = ["as_posterior"]
 
@@ -15,8 +16,9 @@ __all__ = ["as_posterior"]
 def as_posterior(model_or_posterior):
     """Return the posterior of a fitted estimator (its ``posterior_``) or the posterior itself.
 
-    A posterior is a ``Posterior`` (representer form) or a ``MixturePosterior`` (moments of a
-    mixture of them, which explanations handle component by component).
+    A posterior is a ``Posterior`` (representer form), a ``MixturePosterior`` (moments of a
+    mixture of them, which explanations handle component by component) or a
+    ``MultiOutputPosterior`` (several outputs, explained by ``gpexplain.explain.multi_output``).
 
     Raises
     ------
@@ -25,7 +27,7 @@ def as_posterior(model_or_posterior):
     ValueError
         An estimator that has not been fitted.
     """
-    if isinstance(model_or_posterior, Posterior | MixturePosterior):
+    if isinstance(model_or_posterior, Posterior | MixturePosterior | MultiOutputPosterior):
         return model_or_posterior
     if hasattr(type(model_or_posterior), "posterior_") or hasattr(model_or_posterior, "fit"):
         posterior = getattr(model_or_posterior, "posterior_", None)

@@ -1,0 +1,128 @@
+"""Explanations of a multi-output posterior: every output, and the covariance across outputs.
+
+For a coregionalised posterior (``gpexplain.posterior.multi_output.CoregionalizedPosterior``,
+ICM ``k((x, i), (x', j)) = B_ij k(x, x')``) the functional is bound once to the *input* kernel
+k on the augmented training inputs (the same closed forms and quadrature schemes as a
+single-output GP), and per chunk of query points
+
+    C_i[p, a, n]          = B[i, task_n] (L_a k(., x_n))(x_p)       cross term of output i
+    mean[p, i, a]         = C_i[p, a, :] alpha
+    cov[p, (i, a), (j, b)] = B_ij (L_a L_b' k)(x_p) - C_i[p, a, :] K^{-1} C_j[p, b, :]^T
+
+(Alvarez, Rosasco and Lawrence, *Kernels for vector-valued functions: a review*, 2012, eq. 4.3
+for the ICM predictive covariance; the functional form is the generic formula of DESIGN.md on
+the augmented representer form). Each output's result is then finished like a single-output
+one (finite check, completeness against that output's marginal posterior, warnings).
+
+Independent outputs are explained one by one through the single-output driver; their
+covariance across outputs is zero by the model and is not computed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpexplain.explain._result import finished_attribution
+from gpexplain.functionals.base import LinearFunctional
+from gpexplain.multi_output_attribution import MultiOutputAttribution
+from gpexplain.parallel import concatenate_chunks, default_chunk_size, iter_chunks
+
+__all__ = ["explain_multi_output"]
+
+
+def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_one, outputs,
+                         return_cov: bool, chunk_size, caller: str) -> MultiOutputAttribution:
+    """Explain the selected outputs of ``posterior`` at X (see the module docstring).
+
+    Parameters
+    ----------
+    posterior : MultiOutputPosterior
+    X : array-like (n_points, n_features)
+    functional : LinearFunctional
+    explain_one : callable
+        The single-output driver (``gpexplain.explain._driver.explain``), for independent
+        outputs.
+    outputs : output name, index, or sequence of them, or None (all)
+    return_cov, chunk_size, caller : as in ``gpexplain.explain._driver.explain``
+
+    Returns
+    -------
+    MultiOutputAttribution
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad ``outputs`` (named), and everything the single-output driver raises.
+    """
+    index = posterior.output_index(outputs)
+    names = [posterior.output_names[i] for i in index]
+    if posterior.independent:
+        parts = [
+            explain_one(posterior.marginal(i), X, functional, return_cov=return_cov,
+                        chunk_size=chunk_size, caller=caller)
+            for i in index
+        ]
+        return MultiOutputAttribution(parts, names, None, independent=True)
+    marginals = [posterior.marginal(i) for i in index]
+    Z = posterior.train_inputs
+    scheme = functional.bind(posterior.kernel, Z)
+    X = posterior.check_inputs(X)
+    if chunk_size is None:
+        chunk_size = default_chunk_size(
+            *Z.shape, copies_per_point=scheme.copies_per_point() * (len(index) + 1)
+        )
+    context = (posterior, scheme, functional, index, marginals, return_cov)
+    mean, cov, prediction, reference, difference_variance = concatenate_chunks(
+        iter_chunks(_coregionalized_chunk, context, X, chunk_size, training_rows=len(Z))
+    )
+    parts = [
+        finished_attribution(
+            caller, functional, X, mean=mean[:, k],
+            cov=None if cov is None else np.ascontiguousarray(cov[:, k, :, k, :]),
+            prediction=prediction[:, k],
+            baseline_prediction=None if reference is None else float(reference[0, k]),
+            feature_names=functional.output_names(marginal), method=functional.describe(scheme),
+            difference_variance=None if difference_variance is None else difference_variance[:, k],
+            check_completeness=functional.complete, posterior=marginal,
+        )
+        for k, marginal in enumerate(marginals)
+    ]
+    return MultiOutputAttribution(parts, names, cov, independent=False)
+
+
+def _coregionalized_chunk(block: np.ndarray, context) -> tuple:
+    """Per block: mean (m, t, D), joint cov (m, t, D, t, D) or None, prediction (m, t), and
+    per output the completeness reference and difference variance ((m, t) or None)."""
+    posterior, scheme, functional, index, marginals, return_cov = context
+    weights = posterior.task_weights(index)  # (t, N): B[i, task_n]
+    if return_cov:
+        cross, prior = scheme.cross_and_prior(block)
+    else:
+        cross, prior = scheme.cross(block), None
+    stacked = cross[:, None, :, :] * weights[None, :, None, :]  # (m, t, D, N)
+    mean = stacked @ posterior.alpha
+    m, t, D, N = stacked.shape
+    cov = None
+    if prior is not None:
+        B = posterior.coregionalization[np.ix_(index, index)]
+        flat = stacked.reshape(m, t * D, N)
+        joint = np.einsum("ij,pab->piajb", B, prior).reshape(m, t * D, t * D)
+        joint = joint - posterior.quadratic_form(flat)
+        cov = (0.5 * (joint + np.swapaxes(joint, 1, 2))).reshape(m, t, D, t, D)
+    output_weights = functional.output_weights(block)
+    if output_weights is not None:
+        mean = mean * output_weights[:, None, :]
+        if cov is not None:
+            cov = (cov * output_weights[:, None, :, None, None]
+                   * output_weights[:, None, None, None, :])
+    kernel_block = scheme.kernel_matrix(block)  # (m, N)
+    prediction = posterior.mean[index][None, :] + (kernel_block[:, None, :] * weights) @ (
+        posterior.alpha
+    )
+    targets = [functional.completeness_target(marginal, block, return_cov)
+               for marginal in marginals]
+    reference = (None if targets[0][0] is None
+                 else np.tile(np.array([target[0] for target in targets]), (m, 1)))
+    difference_variance = (None if targets[0][1] is None
+                           else np.stack([target[1] for target in targets], axis=1))
+    return mean, cov, prediction, reference, difference_variance

@@ -1,0 +1,67 @@
+"""``gx.GPRegressor`` on a 2-D y (issue 24): one independent GP per column, as separate fits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpexplain as gx
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.uniform(-2, 2, size=(40, 2)), columns=["a", "b"])
+    Y = pd.DataFrame({"sine": np.sin(X.a) + 0.05 * rng.normal(size=40), "bowl": 10 + X.b**2})
+    return X, Y
+
+
+def test_each_output_is_the_single_output_fit(data, tmp_path):
+    X, Y = data
+    model = gx.GPRegressor(n_restarts=0).fit(X, Y)
+    assert isinstance(model.posterior_, gx.IndependentOutputs)
+    assert model.output_names_ == ["sine", "bowl"] and model.noise_.shape == (2,)
+    mean, std = model.predict(X[:5], return_std=True)
+    assert mean.shape == std.shape == (5, 2)
+    for j, name in enumerate(["sine", "bowl"]):
+        alone = gx.GPRegressor(n_restarts=0).fit(X, Y[name])
+        np.testing.assert_array_equal(mean[:, j], alone.predict(X[:5]))
+        np.testing.assert_array_equal(std[:, j], alone.predict(X[:5], return_std=True)[1])
+    result = gx.integrated_gradients(model, X[:3], outputs="bowl")
+    assert result.independent and result.output_names == ["bowl"]
+    gx.save(model, tmp_path / "model")
+    np.testing.assert_array_equal(gx.load(tmp_path / "model").predict(X[:5]), mean)
+
+
+def test_array_targets_are_named_and_bad_shapes_refused(data):
+    X, Y = data
+    model = gx.GPRegressor(n_restarts=0, max_iter=20).fit(X.to_numpy(), Y.to_numpy())
+    assert model.output_names_ == ["y0", "y1"]
+    single = gx.GPRegressor(n_restarts=0, max_iter=20).fit(X, Y[["sine"]])
+    assert isinstance(single.posterior_, gx.ExactPosterior)  # one column: as before
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        gx.GPRegressor().fit(X, Y.to_numpy()[:, :, None])
+
+
+def test_icm_fit_learns_the_correlation_between_outputs(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-2, 2, size=(25, 2))
+    f = np.sin(X[:, 0]) + 0.3 * X[:, 1]
+    Y = np.c_[f + 0.05 * rng.normal(size=25), 50 - 20 * f + rng.normal(size=25)]
+    model = gx.GPRegressor(multi_output="icm", max_iter=60).fit(X, Y)
+    posterior = model.posterior_
+    assert isinstance(posterior, gx.CoregionalizedPosterior)
+    B = model.coregionalization_
+    assert B[0, 1] / np.sqrt(B[0, 0] * B[1, 1]) < -0.9  # strongly anti-correlated outputs
+    assert model.predict(X[:4]).shape == (4, 2)
+    np.testing.assert_allclose(model.log_marginal_likelihood_value_,
+                               posterior.log_marginal_likelihood()
+                               + 25 * np.log(Y.std(0)).sum(), rtol=1e-6)
+    result = gx.integrated_gradients(model, X[:3])  # complete per output (else it warns)
+    assert not result.independent
+    gx.save(model, tmp_path / "icm.npz")
+    np.testing.assert_array_equal(gx.load(tmp_path / "icm.npz").predict(X[:4]),
+                                  model.predict(X[:4]))
+    with pytest.raises(ValueError, match="kernel='ard'"):
+        gx.GPRegressor(multi_output="icm", kernel="matern52").fit(X, Y)
