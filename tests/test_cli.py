@@ -612,7 +612,7 @@ def test_gpx_model_writes_weights(tmp_path, small_csv):
         (["--model", "gpx", "--method", "ig"], ["does not apply to --model gpx"]),
         (["--model", "gpx", "--kernel", "matern32"], ["whose kernel is its own"]),
         (["--model", "sparse", "--kernel", "rq"], ["supports --kernel ard, isotropic"]),
-        (["--n-inducing", "5"], ["--n-inducing applies to --model sparse only"]),
+        (["--n-inducing", "5"], ["--n-inducing applies to --model sparse and to the classifier"]),
         (["--model", "sparse", "--n-inducing", "0"], ["--n-inducing must be a positive"]),
         (["--model", "additive", "--baseline", "median"], ["--baseline applies to integrated"]),
         (["--workers", "2", "--dask-scheduler", "tcp://127.0.0.1:1"], ["not both"]),

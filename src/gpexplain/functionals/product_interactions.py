@@ -211,6 +211,10 @@ class ProductInteractionScheme(ProductShapleyScheme):
         for p, (i, j) in enumerate(pair_list(n_features)):
             self.incidence[[i, j], p] = 1.0
 
+    # The covariance of interactions across points is not derived yet; the inherited two-point
+    # term is the Shapley values', so this refuses by name instead of answering with it.
+    prior_between = Scheme.prior_between
+
     def _to_index(self, values: np.ndarray, axis: int) -> np.ndarray:
         """Apply ``M`` (``index_matrix``) along ``axis`` of an array of primitives."""
         if not self.aggregated:
