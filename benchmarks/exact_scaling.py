@@ -3,8 +3,9 @@
 ``GPRegressor(hyperparameter_rows=3000, restart_rows=500)`` (what the command line builds
 above 3,000 rows) on seeded rows of ``$GPEXPLAIN_DATA_DIR/large/bike.csv.gz`` (17,379 rows,
 17 features: at most 17,279 fitted beside the 100 explained) and, for 20,000 rows,
-``keggdirected.csv.gz`` (48,827 rows, 20 features; bike has fewer): fit (the hyperparameters on 3,000 rows, then one Cholesky factorisation of all n),
-then integrated gradients with their full covariance at 100 held-out points. Each size runs in
+``keggdirected.csv.gz`` (48,827 rows, 20 features; bike has fewer): fit (the
+hyperparameters on 3,000 rows, then one Cholesky factorisation of all n), then integrated
+gradients with their full covariance at 100 held-out points. Each size runs in
 its own process, so its peak resident memory (``ru_maxrss``) is its own. Recorded beside the
 measurements: the estimate of ``gpexplain.models._size.check_exact_size`` (the refusal and
 warning the fit makes before it starts), to see whether it agrees.
