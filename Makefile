@@ -31,7 +31,7 @@ BENCHMARKS := ig_exact_vs_numerical quadrature_rules quadrature_cost random_feat
 	boston_svgp shapley_speed feature_selection oak_accuracy gpx_accuracy gpx_explanations gpx_time \
 	poe_fronts poe_inductive poe_speed gp_shap_speed gp_sensitivity_speed gp_interactions_speed \
 	classifier_explanations multi_output_speed icm_fit_vs_botorch \
-	fit_speed dask_scaling import_time global_importance variance_attribution_speed ax_sensitivity
+	fit_speed classifier_fit_speed exact_scaling dask_scaling import_time global_importance variance_attribution_speed ax_sensitivity
 # The real data sets live outside the repository: ../shared/data when it exists (tests that need
 # it are skipped otherwise, benchmarks stop); override GPEXPLAIN_DATA_DIR to use another copy.
 GPEXPLAIN_DATA_DIR ?= $(wildcard $(abspath ../shared/data))
