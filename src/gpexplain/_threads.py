@@ -19,6 +19,11 @@ which sets all pools to the same count for its duration and restores them afterw
 
 ``set_num_threads(n)`` replaces the policy with a fixed count (``None`` restores it). Dask
 workers apply the same policy inside each task, so nothing needs an environment variable.
+
+Limitation: the BLAS pools are process-wide while OpenMP's and torch's counts belong to the
+calling thread, so two Python threads computing at once in one process (a Dask worker with
+several threads) can restore the BLAS count under each other; the library's own clusters run
+one thread per worker process (``parallel.dask_client``).
 """
 
 from __future__ import annotations
