@@ -93,7 +93,9 @@ def test_single_member_groups_rename_and_keep_values():
         ({"g": []}, {}, ValueError, "empty"),
         ({"f1": ["f0"]}, {}, ValueError, "also ungrouped"),
         ({"g": ["f0", "f1"]}, {}, ValueError, "X is required"),
-        ({"g": ["f0", "f1"]}, {"X": np.zeros((3, 5))}, ValueError, r"shape \(3, 4\)"),
+        ({"g": ["f0", "f1"]}, {"X": np.zeros((3, 5))}, ValueError,
+         r"one column per group, in the order of the grouped feature names "
+         r"\['g', 'f2', 'f3', 'f4'\].*shape \(3, 4\)"),
         ({"g": "f0"}, {}, TypeError, "sequence of feature names"),
         ([("g", ["f0"])], {}, TypeError, "must map"),
     ],

@@ -431,5 +431,9 @@ def grouped_values(X, matrix: np.ndarray, names: list[str], own_X: np.ndarray):
         X = own_X[:, member]
     X = np.asarray(X)
     if X.shape != (n_points, len(names)):
-        raise ValueError(f"X must have shape {(n_points, len(names))}, got {X.shape}.")
+        raise ValueError(
+            f"X must hold one column per group, in the order of the grouped feature names "
+            f"{names}, and one row per explained point: shape {(n_points, len(names))}, got "
+            f"{X.shape} (for a pipeline's text columns: the original table's columns)."
+        )
     return X, single, member
