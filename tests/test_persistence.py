@@ -246,3 +246,20 @@ def test_classifier_with_text_labels_round_trips_and_other_objects_are_refused(d
     np.testing.assert_array_equal(loaded.predict(X.iloc[:5]), model.predict(X.iloc[:5]))
     with pytest.raises(TypeError, match="plain labels"):
         persistence._Encoder().encode(np.array([{"a": 1}, "b"], dtype=object), "x")
+
+
+@pytest.mark.parametrize("damage", ["truncate-arrays", "truncate-header", "garbage-header"])
+def test_a_damaged_save_is_refused_in_one_sentence(tmp_path, damage):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(15, 2))
+    path = tmp_path / "model"
+    gx.save(gx.GPRegressor(n_restarts=0).fit(X, X[:, 0]), path)
+    arrays, header = path / "arrays.npz", path / "gpexplain.json"
+    if damage == "truncate-arrays":
+        arrays.write_bytes(arrays.read_bytes()[:100])
+    elif damage == "truncate-header":
+        header.write_text(header.read_text()[:40])
+    else:
+        header.write_bytes(b"\xff\xfe not json")
+    with pytest.raises(ValueError, match=r"is damaged or incomplete: reading .*save it again"):
+        gx.load(path)

@@ -33,6 +33,7 @@ import json
 import os
 import types
 import warnings
+import zipfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -189,22 +190,39 @@ def _write(path: Path, header: dict, arrays: dict[str, np.ndarray]) -> None:
 
 def _read(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     if path.is_file() and path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
+        arrays = _parsed(path, path, _arrays)
         if _HEADER_IN_FILE not in arrays:
             raise ValueError(f"{path} is an .npz file but not a gpexplain save (no header).")
         text = str(arrays.pop(_HEADER_IN_FILE))
     elif path.is_dir():
         if not (path / _HEADER).is_file():
             raise ValueError(f"{path} is not a gpexplain save (no {_HEADER} in it).")
-        text = (path / _HEADER).read_text(encoding="utf-8")
-        with np.load(path / _ARRAYS, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
+        text = _parsed(path, path / _HEADER, lambda file: file.read_text(encoding="utf-8"))
+        arrays = _parsed(path, path / _ARRAYS, _arrays)
     else:
         raise FileNotFoundError(f"no gpexplain save at {path} (a directory or an .npz file).")
-    header = json.loads(text)
+    header = _parsed(path, path, lambda _: json.loads(text))
+    if not isinstance(header, dict):
+        raise ValueError(f"{path} is not a gpexplain save (its header is not a JSON object).")
     _check_versions(path, header)
     return header, arrays
+
+
+def _arrays(file: Path) -> dict[str, np.ndarray]:
+    with np.load(file, allow_pickle=False) as archive:
+        return {key: archive[key] for key in archive.files}
+
+
+def _parsed(save: Path, file: Path, parse):
+    """``parse(file)``, a damaged or truncated file refused in one sentence (the parser's own
+    exception type and text kept in it) instead of the parser's exception."""
+    try:
+        return parse(file)
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        raise ValueError(
+            f"the gpexplain save at {save} is damaged or incomplete: reading {file.name} failed "
+            f"({type(error).__name__}: {error}); save it again."
+        ) from None
 
 
 def _check_versions(path: Path, header: dict) -> None:
