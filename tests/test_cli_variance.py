@@ -46,3 +46,24 @@ def test_unknown_explain_value_is_one_line(tmp_path):
     result = invoke("explain", data, "--target", "y", "--explain", "uncertainty",
                     "--out", tmp_path / "out")
     assert result.exit_code == 2 and "--explain" in result.output
+
+
+def test_report_shows_the_variance_attributions(tmp_path):
+    data = tmp_path / "small.csv"
+    small_frame(30).to_csv(data, index=False)
+    out = tmp_path / "out"
+    result = invoke("explain", data, "--target", "y", "--rows", "0:3", "--no-holdout",
+                    "--explain", "variance", "--report", "--out", out)
+    assert_ok(result)
+    page = (out / "report.html").read_text()
+    assert "Why the model is unsure: attributions of the posterior variance" in page
+    variance = json.loads((out / "variance.json").read_text())
+    for value in variance["posterior_variance"]:
+        assert f"{value:.4g}" in page
+    # From elsewhere, a variance.json's text is escaped like every other value.
+    variance["method"] = "<script>alert(1)</script>"
+    (out / "variance.json").write_text(json.dumps(variance))
+    from gpexplain.report import write_report
+
+    page = write_report(out).read_text()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page

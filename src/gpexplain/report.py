@@ -51,6 +51,14 @@ def _png(figure) -> str:
     return f'<img alt="figure" src="data:image/png;base64,{data}">'
 
 
+def _saved_png(path: Path) -> str:
+    """A PNG the command line wrote, inlined as a ``<figure>``; "" when it is absent."""
+    if not path.is_file():
+        return ""
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<figure><img alt="figure" src="data:image/png;base64,{data}"></figure>'
+
+
 def _text(value) -> str:
     """A cell: numbers (also numbers read back as text) to 4 digits, other text escaped."""
     if isinstance(value, str):
@@ -258,11 +266,7 @@ def _explanations(summary: dict, table: pd.DataFrame, attr: Attribution, gaps: d
 def _interactions(entry: dict, out_dir: Path) -> str:
     """The Shapley-interactions section (``--method interactions``): the index, its efficiency
     gap, the strongest pairs over the explained rows, and ``interactions.png`` inlined."""
-    figure_path = out_dir / "interactions.png"
-    figure = ""
-    if figure_path.is_file():
-        data = base64.b64encode(figure_path.read_bytes()).decode("ascii")
-        figure = f'<figure><img alt="figure" src="data:image/png;base64,{data}"></figure>'
+    figure = _saved_png(out_dir / "interactions.png")
     pairs = [p for p in entry.get("top_pairs") or [] if isinstance(p, dict)]
     rows = [[p.get("feature_i"), p.get("feature_j"), p.get("mean_value"), p.get("mean_std"),
              p.get("rows_interval_excludes_zero")] for p in pairs]
@@ -277,6 +281,36 @@ def _interactions(entry: dict, out_dir: Path) -> str:
         + _table(["feature i", "feature j", "mean value", "mean std",
                   "rows with 95% interval excluding 0"], rows, name_columns=2)
         + figure
+    )
+
+
+def _variance(out_dir: Path) -> str:
+    """The section of ``--explain variance``: what made the model unsure at each explained row
+    (``variance.json``, ``importance_variance.png``, ``waterfall_variance.png``); "" without
+    those files."""
+    path = out_dir / "variance.json"
+    if not path.is_file():
+        return ""
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ValueError(f"cannot read {str(path)!r}: {error}") from None
+    if not isinstance(entry, dict):
+        raise ValueError(f"{str(path)!r} is not a JSON object; run explain again")
+    rows = entry.get("explained_rows") or []
+    variances = entry.get("posterior_variance") or []
+    table = [[row, variance] for row, variance in zip(rows, variances, strict=False)]
+    return (
+        "<h2>Why the model is unsure: attributions of the posterior variance</h2>"
+        f"<p>{_text(entry.get('method', ''))}. Each row's attributions sum to its posterior "
+        f"variance minus the base value {_number(entry.get('base_value'), '.4g')} (squared "
+        "units of the target; largest completeness gap "
+        f"{_number(entry.get('completeness_gap'), '.2g')}). The posterior variance is a "
+        "deterministic function of the inputs, so these attributions have no interval "
+        "(<code>variance_attributions.csv</code> has all of them).</p>"
+        + _table(["row", "posterior variance"], table)
+        + _saved_png(out_dir / "importance_variance.png")
+        + _saved_png(out_dir / "waterfall_variance.png")
     )
 
 
@@ -421,6 +455,7 @@ def write_report(out_dir, path=None) -> Path:
         sections += _explanations(summary, table, attr, summary.get("completeness_gap") or {})
     if isinstance(summary.get("interactions"), dict):
         sections.append(_interactions(summary["interactions"], out_dir))
+    sections.append(_variance(out_dir))
     sections.append(_method(summary))
     title = f"gpexplain report: {summary.get('target')} ({Path(str(summary['data_file'])).name})"
     page = (

@@ -293,10 +293,11 @@ def run(frame: pd.DataFrame, request: Request) -> None:
     written = [f"the fitted model (in {request.save_model})"] if (
         request.save_model is not None and request.loaded is None) else []
     with writing_into(request.out) as folder:
+        # The variance's files first: the report, written with the mean's, shows them.
+        extra = [] if variance is None else _write_variance(variance, record, folder)
         written = TASKS.get(data.task).write(model, explanation, data.X, data.X_model, record,
                                              context, folder, stdout, request.report, written)
-        if variance is not None:
-            written = [*written, *_write_variance(variance, record, folder)]
+        written = [*written, *extra]
     say_written(stdout, written, request.out)
 
 
