@@ -89,3 +89,16 @@ def test_every_lengthscale_infinite_gives_zero_attributions_not_a_torch_error(ki
     posterior = gx.ExactPosterior(X, X[:, 0], kernel, 0.1)
     attr = gx.integrated_gradients(posterior, X[:2], X.mean(0))
     assert np.all(attr.mean == 0.0) and np.all(attr.cov == 0.0)
+
+
+@pytest.mark.parametrize("estimator", [
+    lambda: gx.GPRegressor(n_restarts=0), lambda: gx.GPXRegressor(),
+    lambda: gx.SparseGPRegressor(n_inducing=4), lambda: gx.AdditiveGPRegressor(),
+])
+def test_a_target_float64_cannot_square_is_refused_naming_its_row(estimator):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 2))
+    y = X[:, 0].copy()
+    y[7] = -3e155
+    with pytest.raises(ValueError, match=r"y has the value -3e\+155 at row 7, beyond what float64"):
+        estimator().fit(X, y)

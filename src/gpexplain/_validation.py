@@ -195,6 +195,16 @@ def as_target(y, n_rows: int, name: str = "y") -> np.ndarray:
             f"{name} has a non-finite value at row {int(bad[0])} ({bad.size} in all); "
             "drop or impute those rows."
         )
+    # Fitting squares the target (its variance, the kernel's scale): beyond about 1e154 that
+    # overflows to inf and the failure surfaces far away (a ZeroDivisionError in GPX).
+    largest = float(np.max(np.abs(values))) if values.size else 0.0
+    with np.errstate(over="ignore"):
+        if not np.isfinite(largest * largest):
+            row = int(np.argmax(np.abs(values)))
+            raise ValueError(
+                f"{name} has the value {values[row]:.3g} at row {row}, beyond what float64 can "
+                "square (about 1e154); rescale it, e.g. into other units."
+            )
     return values
 
 
