@@ -33,12 +33,11 @@ import os
 os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                   OMP_WAIT_POLICY="PASSIVE")
 
-import argparse  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import machine_info, write_results  # noqa: E402
-from _product_gp_data import fit_sklearn_gp, load, timed  # noqa: E402
+from _product_gp_data import arguments, case, timed  # noqa: E402
 
 import gpexplain as gx  # noqa: E402
 
@@ -69,16 +68,10 @@ def as_vector(values, n_features):
 def run_dataset(name, n_rows, n_points, n_background, seed):
     import shapiq
 
-    X, y, _ = load(name, n_rows + n_points, seed)
-    X_train, y_train, X_explain = X[:n_rows], y[:n_rows], X[n_rows:]
-    d = X.shape[1]
-    gpr = fit_sklearn_gp(X_train, y_train, seed)
-    rng = np.random.default_rng(seed)
-    background = X_train[rng.choice(n_rows, n_background, replace=False)]
-    posterior = gx.from_sklearn(gpr)
-    record = {"n_train": n_rows, "n_features": d, "n_values": d + d * (d - 1) // 2,
-              "n_points": n_points, "n_background": n_background, "index": "k-SII",
-              "kernel": str(gpr.kernel_), "methods": {}}
+    setup = case(name, n_rows, n_points, n_background, seed)
+    X_explain, gpr, background = setup.X_explain, setup.gpr, setup.background
+    posterior, d = setup.posterior, setup.n_features
+    record = {**setup.record, "n_values": d + d * (d - 1) // 2, "index": "k-SII"}
     methods = record["methods"]
     ours, seconds = timed(lambda: gx.shapley_interactions(
         posterior, X_explain, background=background, return_cov=False), n_points)
@@ -136,12 +129,7 @@ def run_dataset(name, n_rows, n_points, n_background, seed):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--n-points", type=int, default=2)
-    parser.add_argument("--n-background", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = arguments(n_points=2, n_background=10)
     warnings.filterwarnings("ignore")
     plan = {"wine-red": 1000, "concrete": 1000, "pumadyn-32nm": 1000}
     if args.quick:

@@ -36,13 +36,12 @@ import os
 os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                   OMP_WAIT_POLICY="PASSIVE")
 
-import argparse  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import machine_info, write_results  # noqa: E402
-from _product_gp_data import fit_sklearn_gp, load, timed  # noqa: E402
+from _product_gp_data import arguments, case, timed  # noqa: E402
 
 import gpexplain as gx  # noqa: E402
 
@@ -52,14 +51,10 @@ SHAP_EXACT_MAX_D = 12
 def run_dataset(name, n_rows, n_points, n_background, seed):
     import shap
 
-    X, y, names = load(name, n_rows + n_points, seed)
-    X_train, y_train, X_explain = X[:n_rows], y[:n_rows], X[n_rows:]
-    gpr = fit_sklearn_gp(X_train, y_train, seed)
-    rng = np.random.default_rng(seed)
-    background = X_train[rng.choice(n_rows, n_background, replace=False)]
-    posterior = gx.from_sklearn(gpr)
-    record = {"n_train": n_rows, "n_features": X.shape[1], "n_points": n_points,
-              "n_background": n_background, "kernel": str(gpr.kernel_), "methods": {}}
+    setup = case(name, n_rows, n_points, n_background, seed)
+    X_train, y_train, X_explain = setup.X_train, setup.y_train, setup.X_explain
+    gpr, posterior, background, record = setup.gpr, setup.posterior, setup.background, setup.record
+    d = setup.n_features
     methods = record["methods"]
 
     ours, seconds = timed(lambda: gx.shapley_values(posterior, X_explain, background=background,
@@ -76,18 +71,18 @@ def run_dataset(name, n_rows, n_points, n_background, seed):
     masker = shap.maskers.Independent(background, max_samples=n_background)
     competitors = {
         "shap Permutation (10 permutations)": lambda: shap.explainers.Permutation(
-            gpr.predict, masker)(X_explain, max_evals=10 * (2 * X.shape[1] + 1)).values,
+            gpr.predict, masker)(X_explain, max_evals=10 * (2 * d + 1)).values,
         "shap KernelExplainer (nsamples auto)": lambda: np.asarray(shap.KernelExplainer(
             gpr.predict, background).shap_values(X_explain, silent=True)),
     }
-    if X.shape[1] <= SHAP_EXACT_MAX_D:
+    if d <= SHAP_EXACT_MAX_D:
         competitors = {"shap Exact": lambda: shap.explainers.Exact(gpr.predict, masker)(
             X_explain).values, **competitors}
     for label, function in competitors.items():
         values, seconds = timed(function, n_points)
         methods[label] = {"seconds_per_point": seconds,
                           "max_error": float(np.max(np.abs(values - ours.mean)))}
-    methods.update(run_shapiq(X_train, y_train, X_explain, gpr, names))
+    methods.update(run_shapiq(X_train, y_train, X_explain, gpr, setup.names))
     for label, entry in methods.items():
         entry["time_ratio_to_ours_mean"] = entry["seconds_per_point"] / max(
             methods["ours (mean only)"]["seconds_per_point"], 1e-12)
@@ -133,12 +128,7 @@ def run_shapiq(X_train, y_train, X_explain, gpr, names):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--n-points", type=int, default=4)
-    parser.add_argument("--n-background", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = arguments(n_points=4, n_background=50)
     warnings.filterwarnings("ignore")
     plan = {"wine-red": 500, "concrete": 500, "pumadyn-32nm": 500}
     if args.quick:

@@ -34,36 +34,23 @@ import os
 os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                   OMP_WAIT_POLICY="PASSIVE")
 
-import argparse  # noqa: E402
-import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import machine_info, write_results  # noqa: E402
-from _product_gp_data import fit_sklearn_gp, load  # noqa: E402
+from _product_gp_data import arguments, case, timed  # noqa: E402
 
 import gpexplain as gx  # noqa: E402
 
 SHAP_EXACT_MAX_D = 12
 
 
-def timed(function, n_points):
-    start = time.perf_counter()
-    result = function()
-    return result, (time.perf_counter() - start) / n_points
-
-
 def run_dataset(name, n_rows, n_points, n_background, seed):
     import shap
 
-    X, y, _ = load(name, n_rows + n_points, seed)
-    X_train, y_train, X_explain = X[:n_rows], y[:n_rows], X[n_rows:]
-    gpr = fit_sklearn_gp(X_train, y_train, seed)
-    rng = np.random.default_rng(seed)
-    background = X_train[rng.choice(n_rows, n_background, replace=False)]
-    posterior = gx.from_sklearn(gpr)
-    record = {"n_train": n_rows, "n_features": X.shape[1], "n_points": n_points,
-              "n_background": n_background, "kernel": str(gpr.kernel_), "methods": {}}
+    setup = case(name, n_rows, n_points, n_background, seed)
+    X_explain, gpr, background, record = setup.X_explain, setup.gpr, setup.background, setup.record
+    posterior, d = setup.posterior, setup.n_features
     methods = record["methods"]
     ours, seconds = timed(lambda: gx.explain_variance(posterior, X_explain,
                                                       background=background), n_points)
@@ -78,7 +65,6 @@ def run_dataset(name, n_rows, n_points, n_background, seed):
         return gpr.predict(rows, return_std=True)[1] ** 2
 
     masker = shap.maskers.Independent(background, max_samples=n_background)
-    d = X.shape[1]
     competitors = {
         "shap Permutation (10 permutations)": lambda: shap.explainers.Permutation(
             variance, masker)(X_explain, max_evals=10 * (2 * d + 1)).values,
@@ -101,12 +87,7 @@ def run_dataset(name, n_rows, n_points, n_background, seed):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--n-points", type=int, default=3)
-    parser.add_argument("--n-background", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = arguments(n_points=3, n_background=20)
     warnings.filterwarnings("ignore")
     plan = {"wine-red": 300, "concrete": 300, "pumadyn-32nm": 300}
     if args.quick:
