@@ -5,6 +5,7 @@ posterior sample paths and against Ax's own Monte Carlo indices), refusals by na
 from __future__ import annotations
 
 import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -142,3 +143,35 @@ def test_older_service_api(adapter):
     posterior = gx.from_ax(client)["loss"]
     assert posterior.feature_names == ["x1", "x2"] and posterior.train_inputs.shape == (5, 2)
 
+
+
+def test_explain_candidate_ig_and_shapley_against_the_acquisition_values():
+    """The candidate Ax generated after its Sobol trials: its acquisition value equals Ax's
+    acquisition function's; integrated gradients are complete to their warned gap; the
+    two-feature Shapley values equal the closed form 1/2 [(v(i) - v()) + (v(12) - v(j))] on
+    values of Ax's acquisition function."""
+    client = _client()
+    (index, parameters), = client.get_next_trials(max_trials=1).items()
+    acquisition = ax_adapter(client).generator._acquisition.acqf
+    candidate = np.array([parameters["x1"], parameters["x2"]])
+    with warnings.catch_warnings():  # qLogNEI's quadrature gap (~4e-7 relative) is warned
+        warnings.simplefilter("ignore", gx.CompletenessWarning)
+        result = gx.ax.explain_candidate(client)
+    total = result.total
+    assert total.feature_names == ["x1", "x2"]
+    np.testing.assert_allclose(total.X[0], candidate, rtol=1e-12)
+
+    def value(points):
+        with torch.no_grad():
+            return acquisition(torch.as_tensor(np.atleast_2d(points))[:, None, :]).numpy()
+
+    baseline = total.baseline
+    np.testing.assert_allclose(total.prediction, value(candidate), rtol=1e-10)
+    gap = abs(total.mean.sum() - (total.prediction[0] - total.baseline_prediction))
+    assert gap < 1e-5 * abs(total.prediction[0] - total.baseline_prediction)
+    shapley = gx.ax.explain_candidate(client, index, method="shapley").total
+    v_none, v_all = value(baseline)[0], value(candidate)[0]
+    v_1, v_2 = value([candidate[0], baseline[1]])[0], value([baseline[0], candidate[1]])[0]
+    reference = [0.5 * ((v_1 - v_none) + (v_all - v_2)), 0.5 * ((v_2 - v_none) + (v_all - v_1))]
+    np.testing.assert_allclose(shapley.mean[0], reference, rtol=1e-10,
+                               atol=1e-12 * abs(v_all - v_none))

@@ -109,8 +109,9 @@ def sensitivity(source, metric: str, *, refit: bool = False) -> AxSensitivity:
 
 
 def explain_candidate(source, trial_index: int | None = None, *, baseline=None,
-                      n_steps: int = 64, max_panels: int = 256):
-    """Integrated gradients of the acquisition value of a candidate Ax generated.
+                      method: str = "ig", n_steps: int = 64, max_panels: int = 256):
+    """Integrated gradients or exact Shapley values of the acquisition value of a candidate
+    Ax generated.
 
     Uses the acquisition function of the generation strategy's current BoTorch adapter (the
     one that generated the last candidate; its values in Ax's transformed outcome units),
@@ -125,8 +126,10 @@ def explain_candidate(source, trial_index: int | None = None, *, baseline=None,
         Default: the mean of the observed parameters (not an observed point: Monte Carlo
         acquisition functions of BoTorch with cached Cholesky factors jump there, at the
         observed points themselves).
+    method : {"ig", "shapley"}
+        As ``gx.explain_acquisition`` (Shapley values of the baseline game, by enumeration).
     n_steps, max_panels : int
-        The quadrature of ``gx.explain_acquisition``.
+        The quadrature of ``gx.explain_acquisition`` (``method="ig"``).
 
     Returns
     -------
@@ -152,6 +155,6 @@ def explain_candidate(source, trial_index: int | None = None, *, baseline=None,
     index = max(experiment.trials) if trial_index is None else int(trial_index)
     parameters = experiment.trials[index].arm.parameters
     candidate = np.array([[float(parameters[name]) for name in adapter.parameters]])
-    return explain_acquisition(acquisition.acqf, candidate, baseline=baseline, n_steps=n_steps,
-                               max_panels=max_panels,
+    return explain_acquisition(acquisition.acqf, candidate, baseline=baseline, method=method,
+                               n_steps=n_steps, max_panels=max_panels,
                                feature_names=list(adapter.parameters))

@@ -1,7 +1,11 @@
 """gx.explain_acquisition: integrated gradients of BoTorch acquisition functions against a
-finite-difference reference, completeness, and the exact UCB split."""
+finite-difference reference, Shapley values against the permutation formula on BoTorch's own
+values, completeness, and the exact UCB split."""
 
 from __future__ import annotations
+
+import itertools
+from math import factorial
 
 import numpy as np
 import pytest
@@ -121,8 +125,8 @@ def test_qucb_split_and_refusals(model):
     result = gx.explain_acquisition(acquisition, _query(2), baseline=0.5 * (LOWER + UPPER))
     assert result.split_gap() < 1e-8 * np.abs(result.total.mean).max()
     assert gx.explain_acquisition(acquisition, _query(2), split=False).exploitation is None
-    with pytest.raises(ValueError, match="no exact Shapley values"):
-        gx.explain_acquisition(acquisition, _query(2), method="shapley")
+    with pytest.raises(ValueError, match="method must be one of"):
+        gx.explain_acquisition(acquisition, _query(2), method="kernelshap")
     with pytest.raises(ValueError, match="feature_names"):
         gx.explain_acquisition(acquisition, _query(2), feature_names=["a"])
 
@@ -139,3 +143,79 @@ def test_a_kinked_acquisition_is_warned_with_its_measured_gap(model):
     total = result.total
     gap = abs(total.mean.sum() - (total.prediction[0] - total.baseline_prediction))
     assert f"{gap:.3g}" in str(record[0].message)
+
+
+def _permutation_shapley(value, x, baseline):
+    """Shapley values of S -> value(x_S, baseline_-S) as the average over all orders of each
+    feature's marginal contribution (Shapley 1953), as matrices W (d, 2^d-ish hybrids) applied
+    to value: returns (phi, W, hybrids) with phi = W @ value(hybrids)."""
+    d = len(x)
+    hybrids, index = [], {}
+
+    def column(members):
+        key = frozenset(members)
+        if key not in index:
+            index[key] = len(hybrids)
+            hybrids.append(np.where([i in key for i in range(d)], x, baseline))
+        return index[key]
+
+    rows = []
+    for order in itertools.permutations(range(d)):
+        row = {}
+        for k, i in enumerate(order):
+            before, after = column(order[:k]), column(order[:k + 1])
+            row[(i, after)] = row.get((i, after), 0.0) + 1.0
+            row[(i, before)] = row.get((i, before), 0.0) - 1.0
+        rows.append(row)
+    W = np.zeros((d, len(hybrids)))
+    for row in rows:
+        for (i, j), w in row.items():
+            W[i, j] += w / factorial(d)
+    hybrids = np.array(hybrids)
+    return W @ value(hybrids), W, hybrids
+
+
+def test_shapley_values_match_the_permutation_formula_and_split_exactly(model):
+    beta = 2.0
+    acquisition = UpperConfidenceBound(model, beta)
+    X, baseline = _query(2, seed=3), 0.5 * (LOWER + UPPER)
+    result = gx.explain_acquisition(acquisition, X, baseline=baseline, method="shapley",
+                                    feature_names=["a", "b", "c"])
+    total, exploitation, exploration = result.total, result.exploitation, result.exploration
+    assert "Shapley" in total.method and np.allclose(total.cov, 0.0)
+
+    def ucb(points):
+        with torch.no_grad():
+            return acquisition(torch.as_tensor(points)[:, None, :]).numpy()
+
+    def posterior(points):
+        with torch.no_grad():
+            joint = model.posterior(torch.as_tensor(points))
+            return joint.mean.numpy().ravel(), joint.covariance_matrix.numpy()
+
+    for p, x in enumerate(X):
+        phi, W, hybrids = _permutation_shapley(ucb, x, baseline)
+        scale = np.abs(phi).max()
+        np.testing.assert_allclose(total.mean[p], phi, rtol=0, atol=1e-10 * scale)
+        mean, cov = posterior(hybrids)
+        np.testing.assert_allclose(exploitation.mean[p], W @ mean, rtol=0, atol=1e-9 * scale)
+        reference_cov = W @ cov @ W.T
+        np.testing.assert_allclose(exploitation.cov[p], reference_cov, rtol=0,
+                                   atol=1e-7 * np.abs(reference_cov).max())
+        std = np.sqrt(np.diag(cov))
+        np.testing.assert_allclose(exploration.mean[p], np.sqrt(beta) * W @ std, rtol=0,
+                                   atol=1e-9 * scale)
+    np.testing.assert_allclose(total.mean.sum(1), total.prediction - total.baseline_prediction,
+                               rtol=0, atol=1e-12 * np.abs(total.prediction).max())
+    assert result.split_gap() < 1e-10 * np.abs(total.mean).max()
+
+
+def test_monte_carlo_shapley_values_split_and_too_many_features_are_refused(model):
+    acquisition = qUpperConfidenceBound(model, 1.5, sampler=_sampler())
+    result = gx.explain_acquisition(acquisition, _query(2), method="shapley")
+    assert result.split_gap() < 1e-10 * np.abs(result.total.mean).max()
+    wide = SingleTaskGP(torch.rand(5, 17, dtype=torch.float64),
+                        torch.rand(5, 1, dtype=torch.float64)).eval()
+    with pytest.raises(ValueError, match="2\\^17 evaluations per point"):
+        gx.explain_acquisition(UpperConfidenceBound(wide, 2.0), np.full((1, 17), 0.5),
+                               baseline=np.zeros(17), method="shapley", split=False)

@@ -14,12 +14,23 @@ posterior covariance: ``gx.integrated_gradients`` on ``gx.from_botorch(model)``)
 **exploration** part, the integrated gradients of ``alpha(x) - (+-m(x))`` (``sqrt(beta) s(x)``
 for the analytic UCB; for ``qUpperConfidenceBound`` whatever its Monte Carlo estimate adds to
 the mean). The parts sum to the total up to the quadrature's measured gap.
+
+Shapley values (``method="shapley"``) are those of the baseline game ``v(S) = alpha(x_S,
+xt_-S)``, exact by enumerating the ``2^d`` coalitions
+(``gpexplain.functionals.function_shapley``; at most 16 features): the standard deviation in
+an acquisition function is not a sum of product games, so the multilinear route of
+``gx.shapley_values`` does not apply to it. For UCB-type functions the exploitation part is the
+mean's exact baseline-game Shapley values with their posterior covariance
+(``gx.shapley_values``, product kernels), and the exploration part the enumerated values of
+``alpha - (+-m)``; both games are linear in the function, so the parts sum to the total up to
+rounding.
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -27,8 +38,11 @@ from gpexplain._optional import require
 from gpexplain.accuracy import COMPLETENESS_RTOL, CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.functionals.function_paths import function_integrated_gradients
+from gpexplain.functionals.function_shapley import function_shapley_values
 
 __all__ = ["AcquisitionExplanation", "explain_acquisition"]
+
+_METHODS = {"ig", "shapley"}
 
 
 @dataclass(frozen=True)
@@ -38,12 +52,13 @@ class AcquisitionExplanation:
     Attributes
     ----------
     total : Attribution
-        Integrated gradients of the acquisition value (deterministic: zero covariance).
+        Integrated gradients or Shapley values of the acquisition value (deterministic:
+        zero covariance).
     exploitation : Attribution or None
-        UCB-type only: integrated gradients of the (signed) posterior mean, with their
+        UCB-type only: the same attributions of the (signed) posterior mean, with their
         posterior covariance.
     exploration : Attribution or None
-        UCB-type only: integrated gradients of the acquisition value minus the signed mean
+        UCB-type only: the same attributions of the acquisition value minus the signed mean
         (deterministic).
     """
 
@@ -104,7 +119,8 @@ def explain_acquisition(
     split: bool = True,
     max_panels: int = 256,
 ) -> AcquisitionExplanation:
-    """Integrated gradients of a BoTorch acquisition function (and the UCB split).
+    """Integrated gradients or exact Shapley values of a BoTorch acquisition function (and the
+    UCB split).
 
     Parameters
     ----------
@@ -118,15 +134,18 @@ def explain_acquisition(
     baseline : "mean" or array-like (n_features,), optional
         Start of the path (default "mean": the training inputs' mean, which needs the model
         to be accepted by ``gx.from_botorch``; pass a point otherwise).
-    method : {"ig"}
-        Integrated gradients; Shapley values are refused (``s(x) = sqrt(s2(x))`` is not a
-        sum of product games: see ``gx.explain_variance`` and ``gx.shapley_values``).
+    method : {"ig", "shapley"}
+        Integrated gradients along the straight path from the baseline, or the exact Shapley
+        values of the baseline game ``v(S) = alpha(x_S, baseline_-S)`` by enumerating the
+        ``2^d`` coalitions (at most 16 features; ``2^d`` acquisition evaluations per point).
     n_steps : int, default 64
-        Starting Gauss-Legendre nodes (doubled, up to 16 times, where completeness misses by
-        more than 1e-8 of the acquisition's scale).
+        ``method="ig"``: starting Gauss-Legendre nodes (doubled, up to 16 times, where
+        completeness misses by more than 1e-8 of the acquisition's scale).
     feature_names : sequence of str, optional
     split : bool, default True
-        For UCB-type functions, also the exploitation and exploration parts.
+        For UCB-type functions, also the exploitation and exploration parts (with
+        ``method="shapley"`` the exploitation part needs a product kernel, as
+        ``gx.shapley_values`` does).
     max_panels : int, default 256
         Where the first rule misses completeness, at most this many adaptively bisected
         16-node panels per point (``gpexplain.functionals.function_paths``).
@@ -139,7 +158,7 @@ def explain_acquisition(
     ------
     ValueError
         Unknown method; bad X or baseline; baseline "mean" for a model ``gx.from_botorch``
-        refuses.
+        refuses; ``method="shapley"`` with more than 16 features.
     ImportError
         BoTorch not installed.
 
@@ -148,13 +167,9 @@ def explain_acquisition(
     CompletenessWarning
         With the measured gap, when the quadrature misses completeness.
     """
-    if method != "ig":
-        raise ValueError(
-            f"method must be 'ig' for explain_acquisition, got {method!r}: the standard "
-            "deviation in an acquisition function is not a sum of product games, so it has no "
-            "exact Shapley values (gx.shapley_values explains the mean and gx.explain_variance "
-            "the variance exactly)."
-        )
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {sorted(_METHODS)} for explain_acquisition, "
+                         f"got {method!r}.")
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     if not np.all(np.isfinite(X)):
         raise ValueError("X must be finite.")
@@ -170,14 +185,18 @@ def explain_acquisition(
     acquisition, mean = _torch_functions(acquisition_function)
     like = next(acquisition_function.model.parameters())
     label = type(acquisition_function).__name__
-    rule = {"n_steps": n_steps, "like": like, "max_panels": max_panels}
-    total = _attribution(acquisition, X, point, rule, names,
-                         f"acquisition function {label}: integrated gradients")
+    if method == "ig":
+        rule = {"n_steps": n_steps, "like": like, "max_panels": max_panels}
+        compute = partial(function_integrated_gradients, **rule)
+        how = f"integrated gradients (Gauss-Legendre quadrature, from n_steps={n_steps})"
+    else:
+        compute = partial(function_shapley_values, like=like)
+        how = "exact Shapley values of the baseline game (all 2^d coalitions)"
+    total = _attribution(compute, acquisition, X, point, names,
+                         f"acquisition function {label}: {how}")
     if sign is None:
         return AcquisitionExplanation(total)
-    from gpexplain.explain.integrated_gradients import integrated_gradients
-
-    exploitation = integrated_gradients(posterior, X, baseline=point)
+    exploitation = _exploitation(method, posterior, X, point)
     exploitation = replace(
         exploitation, mean=sign * exploitation.mean, prediction=sign * exploitation.prediction,
         baseline_prediction=sign * exploitation.baseline_prediction,
@@ -188,10 +207,26 @@ def explain_acquisition(
     def exploration_function(x):
         return acquisition(x) - sign * mean(x)
 
-    exploration = _attribution(exploration_function, X, point, rule, names,
-                               f"exploration (acquisition minus the mean) of {label}: "
-                               "integrated gradients")
+    exploration = _attribution(compute, exploration_function, X, point, names,
+                               f"exploration (acquisition minus the mean) of {label}: {how}")
     return AcquisitionExplanation(total, exploitation, exploration)
+
+
+def _exploitation(method: str, posterior, X, point) -> Attribution:
+    """The (unsigned) posterior mean's explanation, exact with its posterior covariance."""
+    if method == "ig":
+        from gpexplain.explain.integrated_gradients import integrated_gradients
+
+        return integrated_gradients(posterior, X, baseline=point)
+    from gpexplain.explain.shapley import shapley_values
+
+    try:
+        return shapley_values(posterior, X, game="baseline", baseline=point)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"the exploitation part's exact Shapley values need a product kernel ({error}); "
+            "pass split=False for the acquisition's Shapley values alone, or use method='ig'."
+        ) from None
 
 
 def _adapted(acquisition_function, names, needed: bool):
@@ -221,24 +256,22 @@ def _baseline(baseline, posterior, n_features):
     return point
 
 
-def _attribution(function, X, point, rule, names, method) -> Attribution:
-    values, prediction, base_value, gap = function_integrated_gradients(function, X, point,
-                                                                        **rule)
+def _attribution(compute, function, X, point, names, method) -> Attribution:
+    values, prediction, base_value, gap = compute(function, X, point)
     scale = max(float(np.max(np.abs(prediction), initial=0.0)), abs(base_value), 1e-300)
     if np.max(gap) > COMPLETENESS_RTOL * scale:
         warnings.warn(
             f"explain_acquisition ({method}) misses completeness: the attributions' sum "
             f"differs from alpha(x) - alpha(baseline) by up to {np.max(gap):.3g} "
-            f"({np.max(gap) / scale:.2g} of the largest value) after adaptive Gauss-Legendre "
-            "panels; the acquisition function is not smooth along the path (a kink or a "
-            "jump, e.g. at an observed point for cached Monte Carlo functions), or random "
-            "(give its sampler a seed).",
+            f"({np.max(gap) / scale:.2g} of the largest value); along an integrated-gradient "
+            "path the acquisition function is not smooth (a kink or a jump, e.g. at an "
+            "observed point for cached Monte Carlo functions), or it is random (give its "
+            "sampler a seed).",
             CompletenessWarning, stacklevel=3,
         )
     n_points, n_features = values.shape
     return Attribution(
         mean=values, cov=np.zeros((n_points, n_features, n_features)), X=X,
         prediction=prediction, baseline=point, baseline_prediction=base_value,
-        feature_names=names, method=f"{method} (Gauss-Legendre quadrature, from "
-                                    f"n_steps={rule['n_steps']})",
+        feature_names=names, method=method,
     )
