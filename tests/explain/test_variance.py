@@ -160,6 +160,26 @@ def test_standard_deviation_is_complete_and_matches_the_variance_path():
     _check_complete(result, tolerance=1e-8)
 
 
+def test_standard_deviation_shapley_values_match_brute_force():
+    """Baseline game of s(x) = sqrt(s2(x)), by the subset formula on the plain posterior."""
+    plain, ours, X, query = _se_pair(10, 4, seed=8)
+    baseline = X.mean(0)
+    result = gx.explain_variance(ours, query, what="std", baseline=baseline)
+    assert result.method.startswith("posterior standard deviation: exact Shapley")
+    for p, x in enumerate(query):
+        def std_game(S, x=x):
+            row = baseline.copy()
+            row[list(S)] = x[list(S)]
+            return float(np.sqrt(plain.variance_at(row[None, :])[0]))
+
+        np.testing.assert_allclose(result.mean[p], brute_force_shapley(std_game, 4), rtol=0,
+                                   atol=1e-10)
+    np.testing.assert_allclose(result.prediction, np.sqrt(plain.variance_at(query)), atol=1e-12)
+    _check_complete(result, tolerance=1e-12)
+    with pytest.raises(ValueError, match="baseline game only"):
+        gx.explain_variance(ours, query, what="std", background=X[:3])
+
+
 def test_classifier_latent_variance():
     from sklearn.gaussian_process import GaussianProcessClassifier
     from sklearn.gaussian_process.kernels import RBF
@@ -177,8 +197,6 @@ def test_classifier_latent_variance():
 
 def test_refusals_name_what_applies():
     _, ours, X, query = _se_pair(8, 2)
-    with pytest.raises(ValueError, match="method='ig'"):
-        gx.explain_variance(ours, query, what="std")
     with pytest.raises(ValueError, match="unknown method"):
         gx.explain_variance(ours, query, method="lime")
     with pytest.raises(ValueError, match="belong to method='shapley'"):

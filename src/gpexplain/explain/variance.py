@@ -11,7 +11,9 @@ posterior over it (its ``cov`` is zero). Which method is exact where:
   closed form (erf) for squared-exponential kernels; for any other differentiable kernel, and
   for the standard deviation ``s(x)`` (``what="std"``), Gauss-Legendre quadrature with
   autograd whose completeness is measured at every point
-  (``gpexplain.functionals.function_paths``).
+  (``gpexplain.functionals.function_paths``);
+* ``method="shapley", what="std"``: the baseline game of ``s(x)``, exact by enumerating the
+  ``2^d`` coalitions (``gpexplain.functionals.function_shapley``).
 
 Everything else is refused by name.
 """
@@ -27,6 +29,7 @@ from gpexplain.accuracy import COMPLETENESS_RTOL, CompletenessWarning
 from gpexplain.attribution import Attribution
 from gpexplain.explain.linked import name_latent
 from gpexplain.functionals.function_paths import function_integrated_gradients
+from gpexplain.functionals.function_shapley import function_shapley_values
 from gpexplain.functionals.games import GAMES
 from gpexplain.functionals.integrated_gradient import _refuse_matern_half
 from gpexplain.functionals.product_shapley import not_product_message
@@ -76,8 +79,10 @@ def explain_variance(
         gradients; closed form for squared-exponential kernels, Gauss-Legendre quadrature
         with autograd otherwise.
     what : {"variance", "std"}, default "variance"
-        The latent posterior variance ``s2(x)`` (noise excluded), or ``s(x) = sqrt(s2(x))``
-        (``method="ig"`` only, by quadrature: ``s`` is not a sum of product games).
+        The latent posterior variance ``s2(x)`` (noise excluded), or ``s(x) = sqrt(s2(x))``:
+        ``s`` is not a sum of product games, so its integrated gradients are by quadrature
+        and its Shapley values those of the baseline game by enumerating the ``2^d``
+        coalitions (at most 16 features; any differentiable kernel).
     game : {"baseline", "interventional", "product-measure"}, optional
         Shapley values: the game, implied by ``baseline=``, ``background=`` or ``measure=``
         as in ``gx.shapley_values`` (default: baseline game at the training mean).
@@ -130,12 +135,9 @@ def explain_variance(
             "MixturePosterior is not one quadratic form: explain its components."
         )
     structure = product_structure(posterior.kernel, posterior.n_features)
-    if method == "shapley":
-        if what != "variance":
-            raise ValueError(
-                "what='std' has no exact Shapley values (s(x) is not a sum of product games); "
-                "use method='ig' for the standard deviation."
-            )
+    if method == "shapley" and what == "std":
+        result = _std_shapley(posterior, X, game, baseline, background, measure)
+    elif method == "shapley":
         result = _shapley(posterior, structure, X, game, baseline, background, measure)
     else:
         if game is not None or background is not None or measure is not None:
@@ -195,6 +197,40 @@ def _shapley(posterior, structure, X, game, baseline, background, measure) -> At
                      "closed form)")
 
 
+def _std_shapley(posterior, X, game, baseline, background, measure) -> Attribution:
+    """Baseline-game Shapley values of ``s(x)`` by enumerating the 2^d coalitions: ``s`` is
+    not a sum of product games, so the other games have no exact route here."""
+    if game not in (None, "baseline") or background is not None or measure is not None:
+        raise ValueError(
+            "what='std' has exact Shapley values in the baseline game only (by enumerating "
+            "the 2^d coalitions: s(x) is not a sum of product games); pass baseline= or use "
+            "what='variance' for the interventional and product-measure games."
+        )
+    module = _torch_kernel(posterior, "Shapley values of the posterior standard deviation")
+    point = resolve_baseline("mean" if baseline is None else baseline,
+                             posterior.data_inputs, posterior.feature_names)
+    X = posterior.check_inputs(X)
+    function = posterior_variance_function(posterior, module, std=True)
+    values, prediction, base_value, gap = function_shapley_values(function, X, point,
+                                                                  like=module)
+    scale = float(np.sqrt(np.max(posterior.kernel.diag(np.vstack([X, point[None, :]])))))
+    return _finished(posterior, X, values, prediction, base_value, point,
+                     "posterior standard deviation: exact Shapley values (baseline game, all "
+                     "2^d coalitions)", gap=gap, scale=scale)
+
+
+def _torch_kernel(posterior, what: str):
+    """The posterior's kernel as a GPyTorch module, or a TypeError naming what needs it."""
+    try:
+        module = posterior.kernel.torch_kernel(posterior.n_features)
+    except (NotImplementedError, AttributeError, TypeError):
+        raise TypeError(
+            f"{what} need a differentiable kernel (gx.kernels.RBF, or a GPyTorch kernel); "
+            f"got {posterior.kernel!r}."
+        ) from None
+    return module
+
+
 def _variance(kernel, Z, Q, X) -> np.ndarray:
     """``s2(x)`` unclipped, from the same Q the attributions use."""
     cross = kernel(X, Z)
@@ -214,13 +250,7 @@ def _integrated_gradients(posterior, structure, X, baseline, what, n_steps) -> A
         return _finished(posterior, X, values, prediction, base_value, point,
                          "posterior variance: integrated gradients (closed form, squared "
                          "exponential)")
-    try:
-        module = posterior.kernel.torch_kernel(posterior.n_features)
-    except (NotImplementedError, AttributeError, TypeError):
-        raise TypeError(
-            f"integrated gradients of the posterior variance need a differentiable kernel "
-            f"(gx.kernels.RBF, or a GPyTorch kernel); got {posterior.kernel!r}."
-        ) from None
+    module = _torch_kernel(posterior, "integrated gradients of the posterior variance")
     _refuse_matern_half(module)
     X = posterior.check_inputs(X)
     function = posterior_variance_function(posterior, module, std=what == "std")
