@@ -20,6 +20,7 @@ Rows repeated exactly are fitted once (as GPRegressor does), for both libraries.
 
     .venv/bin/python benchmarks/fit_speed.py                  # n = 500, 1000, 2000, 5000
     .venv/bin/python benchmarks/fit_speed.py --sizes 300 --quick   # smoke test, no JSON
+    .venv/bin/python benchmarks/fit_speed.py --sizes 2000 --old-path-sizes "" --results fit_speed_2000
 """
 
 from __future__ import annotations
@@ -174,6 +175,9 @@ def main() -> None:
     parser.add_argument("--old-path-sizes", default="500",
                         help="sizes at which the previous GPyTorch fit is also timed")
     parser.add_argument("--quick", action="store_true", help="smoke test; no JSON written")
+    parser.add_argument("--results", default="fit_speed",
+                        help="name of the JSON in benchmarks/results (a run of other sizes "
+                             "keeps the earlier file)")
     parser.add_argument("--child", choices=THREAD_SETTINGS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -193,7 +197,7 @@ def main() -> None:
                                     stdout=subprocess.PIPE, text=True).stdout
             rows.extend(json.loads(output))
         if not args.quick:
-            path = write_results("fit_speed", {"machine": info, "sizes_requested": args.sizes,
+            path = write_results(args.results, {"machine": info, "sizes_requested": args.sizes,
                                                "thread_settings": list(THREAD_SETTINGS),
                                                "results": rows})
             print(f"wrote {path}", flush=True)
