@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -143,7 +144,7 @@ def mixed_pipeline():
 def test_pipeline_explains_in_original_columns(mixed_pipeline):
     X, _, pipeline = mixed_pipeline
     rows = X.iloc[:5]
-    grouped = pipeline.explain(rows)
+    grouped = pipeline.explain(rows, baseline="mean")
     ungrouped = gx.integrated_gradients(pipeline.estimator_, pipeline.transform(rows))
     assert grouped.feature_names == ["a", "colour", "n", "flag"]
     block = [ungrouped.feature_names.index(c) for c in pipeline.encoder_.groups_["colour"]]
@@ -160,6 +161,49 @@ def test_pipeline_explains_in_original_columns(mixed_pipeline):
     frequencies = X["colour"].value_counts(normalize=True)
     assert grouped.baseline[1] == pytest.approx(frequencies.to_dict())
     assert grouped.to_frame()["value"].iloc[1] == rows["colour"].iloc[0]
+
+
+def test_pipeline_default_baseline_is_the_typical_row(mixed_pipeline):
+    """Default: each numeric column's mean and each text column's most frequent category,
+    through ``explain`` and through ``gx.integrated_gradients`` alike."""
+    X, _, pipeline = mixed_pipeline
+    mode = X["colour"].value_counts().sort_index().idxmax()  # ties: first in sorted order
+    expected = {c: float(c == mode) for c in ("blue", "green", "red")}
+    for attr in (pipeline.explain(X.iloc[:4]), gx.integrated_gradients(pipeline, X.iloc[:4])):
+        assert attr.baseline[1] == expected
+        assert attr.baseline[0] == pytest.approx(X["a"].mean(), rel=1e-12)
+        assert attr.baseline[2] == pytest.approx(X["n"].mean(), rel=1e-12)
+        same = (X["colour"].iloc[:4] == mode).to_numpy()
+        assert np.all(attr.mean[same, 1] == 0.0)
+    explicit = gx.integrated_gradients(pipeline, X.iloc[:4], baseline="typical")
+    np.testing.assert_array_equal(explicit.mean, pipeline.explain(X.iloc[:4]).mean)
+
+
+def test_a_baseline_the_model_knows_only_its_prior_at_is_warned():
+    """An indicator with a short lengthscale: its 'mean' (a category frequency) is far from
+    every row, so the posterior variance there is about the prior's; the warning states the
+    ratio, which a NumPy posterior written here reproduces."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(0, 2, 40).astype(float), rng.normal(size=40)])
+    y = X[:, 0] + np.sin(X[:, 1])
+    lengthscale, noise = np.array([0.02, 1.0]), 0.01
+    posterior = gx.ExactPosterior(X, y, gx.kernels.RBF(lengthscale, 1.0), noise=noise)
+
+    def kernel(A, B):
+        d = (A[:, None, :] - B[None, :, :]) / lengthscale
+        return np.exp(-0.5 * (d ** 2).sum(-1))
+
+    gram = kernel(X, X) + noise * np.eye(len(X))
+    baseline = X.mean(0)[None, :]
+    cross = kernel(baseline, X)
+    ratio = 1.0 - (cross @ np.linalg.solve(gram, cross.T))[0, 0]
+    with pytest.warns(gx.BaselineWarning, match=f"{ratio:.0%} of the prior variance"):
+        gx.integrated_gradients(posterior, X[:2])
+    with pytest.warns(gx.BaselineWarning):
+        gx.shapley_values(posterior, X[:2], game="baseline")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gx.BaselineWarning)
+        gx.integrated_gradients(posterior, X[:2], baseline=X[5])
 
 
 def test_pipeline_row_baseline_is_a_real_category(mixed_pipeline):

@@ -9,6 +9,7 @@ so ``gx.plot`` works as before and a command-line start does not pay for them.
 import importlib
 
 from gpexplain import kernels, links
+from gpexplain._baselines import BaselineWarning
 from gpexplain._threads import set_num_threads
 from gpexplain._version import __version__ as __version__
 from gpexplain.accuracy import CompletenessWarning
@@ -59,6 +60,7 @@ from gpexplain.posterior import (
 __all__ = [
     "AdditiveGPRegressor",
     "Attribution",
+    "BaselineWarning",
     "CategoricalEncoder",
     "CategoricalPipeline",
     "CompletenessWarning",

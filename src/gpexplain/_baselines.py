@@ -8,13 +8,29 @@ matched to the model's features by name), or, for integrated gradients, a sample
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
 from gpexplain._torch import to_numpy
 from gpexplain._validation import order_by_name
 
-__all__ = ["BASELINE_NAMES", "resolve_baseline", "resolve_baselines"]
+__all__ = ["BASELINE_NAMES", "BaselineWarning", "resolve_baseline", "resolve_baselines",
+           "warn_if_off_data"]
+
+#: A baseline whose posterior variance is above this fraction of the prior's (and above
+#: ``_OFF_DATA_FACTOR`` times the median over the training rows) is warned about.
+_OFF_DATA_RATIO = 0.5
+_OFF_DATA_FACTOR = 2.0
+#: Training rows the median is taken over (evenly spaced: deterministic, bounded cost).
+_OFF_DATA_ROWS = 256
+
+
+class BaselineWarning(UserWarning):
+    """The baseline lies where the model knows little more than its prior (measured: the
+    posterior variance there against the prior's), so attributions from it carry that
+    uncertainty; the message gives the ratio and what to pass instead."""
 
 BASELINE_NAMES = ("mean", "median", "zeros")
 
@@ -93,3 +109,47 @@ def resolve_baselines(baseline, train_inputs: np.ndarray, feature_names: list[st
         except ValueError as error:
             raise ValueError(f"baseline row {row}: {error}") from None
     return array
+
+
+def warn_if_off_data(posterior, baselines: np.ndarray, caller: str) -> None:
+    """``BaselineWarning`` when a baseline is far from the data the posterior learnt from.
+
+    Far means the latent posterior variance there is more than half the prior variance and
+    more than twice its median over (up to 256 evenly spaced) training rows: the model then
+    knows the function at the baseline little better than before seeing data, and every
+    attribution measured from it inherits that uncertainty. A one-hot ``"mean"`` baseline of
+    a column with a short fitted lengthscale is the typical case (its indicators are category
+    frequencies, a mixture no row has); ``baseline="typical"`` of a ``gx.make_pipeline`` is a
+    real category of every text column.
+
+    Parameters
+    ----------
+    posterior : Posterior
+        Other posterior kinds (mixtures, several outputs) are not checked.
+    baselines : ndarray (n_baselines, n_features)
+    caller : str
+        Named in the message.
+    """
+    from gpexplain.posterior.base import Posterior
+
+    if not isinstance(posterior, Posterior):
+        return
+    data = posterior.data_inputs
+    rows = data[np.unique(np.linspace(0, len(data) - 1, min(len(data), _OFF_DATA_ROWS))
+                          .astype(int))]
+    points = np.vstack([np.atleast_2d(baselines), rows])
+    _, variance = posterior.predict(points)
+    prior = np.asarray(posterior.kernel.diag(points), dtype=np.float64)
+    ratio = np.divide(variance, prior, out=np.zeros_like(prior), where=prior > 0)
+    n_baselines = len(np.atleast_2d(baselines))
+    worst, typical = float(ratio[:n_baselines].max()), float(np.median(ratio[n_baselines:]))
+    if worst > _OFF_DATA_RATIO and worst > _OFF_DATA_FACTOR * typical:
+        warnings.warn(
+            f"{caller}: the baseline lies where the model knows little more than its prior: "
+            f"its posterior variance there is {worst:.0%} of the prior variance (median over "
+            f"the training rows: {typical:.0%}), so the attributions carry that uncertainty. "
+            "Use a baseline near the data: a real row, or for a table with text columns "
+            "baseline='typical' (each text column's most frequent category; the 'mean' of a "
+            "one-hot block is a mixture of categories no row has).",
+            BaselineWarning, stacklevel=3,
+        )

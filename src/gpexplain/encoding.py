@@ -47,6 +47,11 @@ class CategoricalEncoder:
         Original column -> its encoded columns (itself for a numeric column).
     feature_names_out_ : list of str
         The encoded columns, in order.
+    typical_ : ndarray of shape (n_features_out,)
+        The typical encoded row of the fitted table: each numeric column's mean and the
+        indicators of each categorical column's most frequent category (ties: the first in
+        sorted order). A baseline that is a real category of every text column (the
+        ``"mean"`` row's indicators are the category frequencies, a mixture no row has).
     """
 
     def fit(self, X: pd.DataFrame) -> CategoricalEncoder:
@@ -84,6 +89,7 @@ class CategoricalEncoder:
             for column in self.categorical_:
                 self.groups_[column] = [next(indicators) for _ in self.categories_[column]]
         self.feature_names_out_ = [name for c in self.columns_ for name in self.groups_[c]]
+        self.typical_ = self._typical(X)
         repeated = sorted({n for n in self.feature_names_out_
                            if self.feature_names_out_.count(n) > 1})
         if repeated:
@@ -175,6 +181,19 @@ class CategoricalEncoder:
         return attribution.group(self.groups_, X=values, baseline=baseline)
 
     # -- helpers -------------------------------------------------------------------------
+    def _typical(self, X: pd.DataFrame) -> np.ndarray:
+        """``typical_`` (class docstring) of the fitted table ``X``."""
+        prepared = self._prepare(X)
+        values = []
+        for column in self.columns_:
+            if column in self.categorical_:
+                counts = prepared[column].value_counts()
+                frequent = max(self.categories_[column], key=lambda c: counts.get(c, 0))
+                values += [float(c == frequent) for c in self.categories_[column]]
+            else:
+                values.append(float(np.nanmean(X[column].to_numpy(np.float64))))
+        return np.array(values)
+
     @staticmethod
     def _check_frame(X, name: str) -> pd.DataFrame:
         if not isinstance(X, pd.DataFrame):

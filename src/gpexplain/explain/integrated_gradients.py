@@ -14,7 +14,7 @@ of f. This module resolves baselines and validates the arguments.
 
 from __future__ import annotations
 
-from gpexplain._baselines import resolve_baselines
+from gpexplain._baselines import resolve_baselines, warn_if_off_data
 from gpexplain.attribution import Attribution
 from gpexplain.explain._driver import explain
 from gpexplain.explain._pipeline import through_pipeline
@@ -174,10 +174,14 @@ def integrated_gradients(
     gpexplain.CompletenessWarning
         The result misses completeness (or a covariance is indefinite) beyond
         ``gpexplain.accuracy.COMPLETENESS_RTOL``, with the measured gaps.
+    gpexplain.BaselineWarning
+        A baseline where the posterior variance is above half the prior's (the model knows
+        little there; ``gpexplain._baselines.warn_if_off_data``).
     """
     posterior, latent = resolve_output(model_or_posterior, link, output, target_class,
                                        approximation)
     baselines = resolve_baselines(baseline, posterior.data_inputs, posterior.feature_names)
+    warn_if_off_data(posterior, baselines, "integrated_gradients")
     functional = IntegratedGradient(baselines, method=method, rule=rule, n_steps=n_steps)
     return name_latent(explain(
         posterior, X, functional, return_cov=return_cov, chunk_size=chunk_size,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpexplain._baselines import resolve_baseline
+from gpexplain._baselines import resolve_baseline, warn_if_off_data
 from gpexplain._registry import Registry
 from gpexplain.functionals.product_shapley import ProductShapley
 from gpexplain.kernels.measures import check_measure
@@ -44,6 +44,7 @@ class ShapleyGame:
 def _baseline(name, posterior, baseline):
     point = resolve_baseline("mean" if baseline is None else baseline, posterior.data_inputs,
                              posterior.feature_names)
+    warn_if_off_data(posterior, point[None, :], "the baseline game")
     return ProductShapley(name, references=point[None, :])
 
 
