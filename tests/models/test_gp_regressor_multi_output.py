@@ -30,6 +30,10 @@ def test_each_output_is_the_single_output_fit(data, tmp_path):
         np.testing.assert_array_equal(std[:, j], alone.predict(X[:5], return_std=True)[1])
     result = gx.integrated_gradients(model, X[:3], outputs="bowl")
     assert result.independent and result.output_names == ["bowl"]
+    sensitivity = gx.global_sensitivity(model, outputs="bowl")["bowl"]
+    reference = gx.global_sensitivity(gx.GPRegressor(n_restarts=0).fit(X, Y["bowl"]))
+    np.testing.assert_allclose(sensitivity.shapley_effects, reference.shapley_effects, rtol=1e-10)
+    np.testing.assert_allclose(sensitivity.total_std, reference.total_std, rtol=1e-10)
     gx.save(model, tmp_path / "model")
     np.testing.assert_array_equal(gx.load(tmp_path / "model").predict(X[:5]), mean)
 
