@@ -69,3 +69,31 @@ def test_icm_fit_learns_the_correlation_between_outputs(tmp_path):
                                   model.predict(X[:4]))
     with pytest.raises(ValueError, match="kernel='ard'"):
         gx.GPRegressor(multi_output="icm", kernel="matern52").fit(X, Y)
+
+
+def test_icm_fit_of_a_real_table_with_repeated_rows():
+    """The first 60 rows of the bundled red wine hold 4 exact repeats (on these columns):
+    torch.cdist's gradient at a zero distance was NaN, the whole L-BFGS state went NaN and the
+    fit crashed with torch's LinAlgError. The fitted model's likelihood is checked against the
+    Gaussian log density written here with NumPy."""
+    from gpexplain.datasets import load_dataset
+
+    X, quality = load_dataset("wine-quality-red")
+    X = X.iloc[:60]
+    Y = pd.DataFrame({"alcohol": X["alcohol"], "quality": quality.iloc[:60]})
+    X = X[["volatile acidity", "sulphates", "pH", "density"]]
+    model = gx.GPRegressor(multi_output="icm", max_iter=50).fit(X, Y)
+    posterior = model.posterior_
+    lengthscale = posterior.kernel.lengthscale
+    scaled = posterior.train_inputs / lengthscale
+    distance = ((scaled[:, None, :] - scaled[None, :, :]) ** 2).sum(-1)
+    tasks = posterior.train_tasks
+    K = (model.coregionalization_[np.ix_(tasks, tasks)] * np.exp(-0.5 * distance)
+         + np.diag(model.noise_[tasks]))
+    residual = Y.to_numpy().T.reshape(-1) - model.mean_[tasks]
+    sign, logdet = np.linalg.slogdet(K)
+    density = -0.5 * (residual @ np.linalg.solve(K, residual) + logdet
+                      + len(residual) * np.log(2 * np.pi))
+    assert sign > 0
+    np.testing.assert_allclose(posterior.log_marginal_likelihood(), density, rtol=1e-6)
+    assert np.all(np.isfinite(model.predict(X)))
