@@ -60,6 +60,8 @@ def test_independent_targets_equal_runs_of_one_target(independent, taipei_csv, t
     assert summary["cross_output_correlation"]["independent"] is True
     assert set(summary["holdout"]["r2"]) == {PRICE, STORES}
     assert not (independent / "output_correlations.csv").exists()
+    for target in (PRICE, STORES):  # exact, from each target's covariance across rows
+        assert set(summary["global_importance"][target]["std"]) == set(FEATURES)
     for target, other in ((PRICE, STORES), (STORES, PRICE)):
         alone = _run(taipei_csv, tmp_path / f"alone{len(target)}", "--target", target,
                      "--drop", other, "--no-holdout")
@@ -111,6 +113,18 @@ def test_icm_writes_the_correlation_of_the_attributions_across_targets(taipei_cs
     means = summary["cross_output_correlation"]["mean_correlation"][0]["features"]
     np.testing.assert_allclose([means[f] for f in FEATURES], expected.mean(0), rtol=1e-6)
     assert "Correlation of the attributions across targets" in (out / "report.html").read_text()
+    assert "skipped" in summary["global_importance"][PRICE]  # no covariance across rows yet
+
+
+def test_a_saved_model_of_several_targets_is_refused_by_model_from(taipei_csv, tmp_path):
+    frame = pd.read_csv(taipei_csv)
+    model = gx.GPRegressor(n_restarts=0).fit(frame[FEATURES], frame[[PRICE, STORES]])
+    gx.save(model, tmp_path / "saved")
+    result = invoke("explain", taipei_csv, "--model-from", tmp_path / "saved", "--drop", STORES,
+                    "--out", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip()
+    assert "\n" not in message and "holds a model of several targets" in message, message
 
 
 @pytest.mark.parametrize(

@@ -269,3 +269,24 @@ def test_global_sensitivity_refusals_name_the_argument(icm):
         gx.global_sensitivity(posterior.marginal(0), outputs="a")
     with pytest.raises(KeyError, match="unknown output 'z'"):
         gx.global_sensitivity(posterior, outputs="b")["z"]
+
+
+def test_covariance_across_points_per_independent_output_and_refused_for_the_icm(icm):
+    # return_cov="points" was turned into True for every multi-output posterior: the result
+    # had no covariance across points, without a word.
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-2, 2, size=(25, 2))
+    Y = np.c_[np.sin(X[:, 0]), X[:, 1] ** 2]
+    model = GaussianProcessRegressor(ConstantKernel(1.2) * SkRBF([1.0, 1.5]), alpha=1e-2,
+                                     optimizer=None).fit(X, Y)
+    posterior = gx.as_multi_output(model, output_names=["sin", "square"])
+    result = gx.integrated_gradients(posterior, X[:3], return_cov="points")
+    for i, name in enumerate(["sin", "square"]):
+        alone = gx.integrated_gradients(posterior.marginal(i), X[:3], return_cov="points")
+        assert result[name].point_cov is not None
+        np.testing.assert_allclose(result[name].point_cov.dense(), alone.point_cov.dense(),
+                                   rtol=1e-12,
+                                   atol=1e-15)
+    coregionalized, *_, Xq = icm
+    with pytest.raises(NotImplementedError, match="posterior.marginal"):
+        gx.integrated_gradients(coregionalized, Xq, return_cov="points")
