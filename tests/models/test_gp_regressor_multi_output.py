@@ -97,3 +97,15 @@ def test_icm_fit_of_a_real_table_with_repeated_rows():
     assert sign > 0
     np.testing.assert_allclose(posterior.log_marginal_likelihood(), density, rtol=1e-6)
     assert np.all(np.isfinite(model.predict(X)))
+
+
+def test_icm_too_large_for_memory_is_refused_before_fitting(monkeypatch):
+    # The ICM fit holds (n t) x (n t) matrices and had no size check: a large table ran out of
+    # memory inside torch instead of being refused.
+    import gpexplain.models._size as size
+
+    monkeypatch.setattr(size, "available_memory", lambda: 100_000)  # bytes
+    X = np.random.default_rng(2).normal(size=(40, 2))  # 80 augmented rows: 256 kB
+    Y = np.c_[X[:, 0], X[:, 1]]
+    with pytest.raises(ValueError, match="an exact GP on 80 rows needs"):
+        gx.GPRegressor(multi_output="icm").fit(X, Y)
