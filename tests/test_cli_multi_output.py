@@ -116,6 +116,19 @@ def test_icm_writes_the_correlation_of_the_attributions_across_targets(taipei_cs
     assert "skipped" in summary["global_importance"][PRICE]  # no covariance across rows yet
 
 
+def test_exact_shapley_values_of_each_target_are_complete(taipei_csv, tmp_path):
+    out = _run(taipei_csv, tmp_path / "shapley", "--target", PRICE, "--target", STORES,
+               "--method", "shapley", "--game", "baseline", "--no-holdout")
+    table = pd.read_csv(out / "attributions.csv")
+    summary = json.loads((out / "summary.json").read_text())
+    for target in (PRICE, STORES):
+        rows = table[table["output"] == target]
+        sums = rows.groupby("point")["attribution"].sum().to_numpy()
+        base = summary["baseline"]["prediction"][target]
+        np.testing.assert_allclose(sums, np.array(summary["predictions"][target]) - base,
+                                   rtol=0, atol=1e-8 * max(abs(base), 1.0))
+
+
 def test_a_saved_model_of_several_targets_is_refused_by_model_from(taipei_csv, tmp_path):
     frame = pd.read_csv(taipei_csv)
     model = gx.GPRegressor(n_restarts=0).fit(frame[FEATURES], frame[[PRICE, STORES]])
@@ -149,6 +162,8 @@ def test_a_saved_model_of_several_targets_is_refused_by_model_from(taipei_csv, t
         (["--target", PRICE, "--task", "multi-output"], ["needs two or more --target"]),
         (["--target", PRICE, "--target", STORES, "--multi-output", "lmc"],
          ["unknown --multi-output 'lmc'"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--kernel", "rq"],
+         ["use --kernel ard, not rq"]),
     ],
 )
 def test_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv, tmp_path):

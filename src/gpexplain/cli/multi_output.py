@@ -114,7 +114,8 @@ class MultiOutputRegression(Regression):
     @staticmethod
     def check(choice, executor) -> None:
         """ValueError for a family that fits one target, a ``--multi-output`` form it lacks,
-        ``--method interactions`` or a Dask cluster."""
+        ``icm`` with a kernel other than ``ard``, ``--method interactions`` or a Dask
+        cluster."""
         forms = family(choice.model).multi_output
         if not forms:
             taking = ", ".join(name for name, entry in FAMILIES.items() if entry.multi_output)
@@ -123,6 +124,9 @@ class MultiOutputRegression(Regression):
         if choice.multi_output not in forms:
             raise ValueError(f"--model {choice.model} takes --multi-output "
                              f"{' or '.join(forms)}, not {choice.multi_output}")
+        if choice.multi_output == "icm" and choice.kernel != "ard":  # GPRegressor._fit_icm
+            raise ValueError(f"--multi-output icm fits an ARD squared-exponential kernel: use "
+                             f"--kernel ard, not {choice.kernel}")
         if choice.method not in _METHODS:
             raise ValueError(f"--method {choice.method} explains one target; with several "
                              f"--target columns use --method {' or '.join(_METHODS)}")
