@@ -27,7 +27,12 @@ from gpexplain.explain import (
     shapley_values,
 )
 from gpexplain.explain.sensitivity import global_sensitivity
-from gpexplain.global_attribution import GlobalImportance, GlobalSensitivity, GlobalShapleyValues
+from gpexplain.global_attribution import (
+    GlobalImportance,
+    GlobalSensitivity,
+    GlobalShapleyValues,
+    MultiOutputSensitivity,
+)
 from gpexplain.interactions import ShapleyInteractions
 from gpexplain.kernels import measures
 from gpexplain.models import (
@@ -77,6 +82,7 @@ __all__ = [
     "LaplacePosterior",
     "MixturePosterior",
     "MultiOutputAttribution",
+    "MultiOutputSensitivity",
     "RandomFeatureGPRegressor",
     "RandomFeaturePosterior",
     "ShapleyInteractions",

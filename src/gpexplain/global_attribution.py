@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["GlobalImportance", "GlobalSensitivity", "GlobalShapleyValues"]
+from gpexplain.multi_output_attribution import output_position
+
+__all__ = [
+    "GlobalImportance",
+    "GlobalSensitivity",
+    "GlobalShapleyValues",
+    "MultiOutputSensitivity",
+]
 
 
 class _PerFeatureVariances:
@@ -229,6 +236,69 @@ class GlobalSensitivity(_PerFeatureVariances):
             f"GlobalSensitivity({self.method}: {self.n_features} features, variance of the "
             f"posterior mean {self.total_variance:.4g})"
         )
+
+
+@dataclass(frozen=True)
+class MultiOutputSensitivity:
+    """``GlobalSensitivity`` of each output of a multi-output GP, under one input measure.
+
+    Each output's indices are those of its marginal posterior (``posterior.marginal(i)``),
+    so they equal a single-output ``gx.global_sensitivity`` of that marginal. The posterior
+    covariance between different outputs' indices (non-zero for a coregionalised model) is
+    not computed.
+
+    Attributes
+    ----------
+    results : list of GlobalSensitivity
+        One per output, in ``output_names`` order.
+    output_names : list of str
+    independent : bool
+        The outputs are independent a posteriori (then so are their indices).
+    """
+
+    results: list
+    output_names: list[str]
+    independent: bool
+
+    def __post_init__(self):
+        if len(self.results) != len(self.output_names) or not self.results:
+            raise ValueError(f"need one GlobalSensitivity per output; got {len(self.results)} "
+                             f"results and outputs {self.output_names!r}.")
+
+    def __getitem__(self, output) -> GlobalSensitivity:
+        """The ``GlobalSensitivity`` of one output, by name or position.
+
+        Raises
+        ------
+        KeyError
+            An unknown output name.
+        """
+        return self.results[output_position(self.output_names, output)]
+
+    @property
+    def feature_names(self) -> list[str]:
+        return list(self.results[0].feature_names)
+
+    def to_frame(self) -> pd.DataFrame:
+        """``GlobalSensitivity.to_frame`` of each output with an ``output`` column first."""
+        return self._stacked("to_frame")
+
+    def interactions_frame(self) -> pd.DataFrame:
+        """``GlobalSensitivity.interactions_frame`` of each output with an ``output`` column
+        first (``ValueError`` without ``interactions=True``)."""
+        return self._stacked("interactions_frame")
+
+    def _stacked(self, name: str) -> pd.DataFrame:
+        frames = []
+        for output, result in zip(self.output_names, self.results, strict=True):
+            frame = getattr(result, name)()
+            frame.insert(0, "output", output)
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True)
+
+    def __repr__(self) -> str:
+        return (f"MultiOutputSensitivity(outputs={self.output_names}, "
+                f"{len(self.feature_names)} features, independent={self.independent})")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,22 @@ import pandas as pd
 
 from gpexplain.attribution import Attribution, GaussianValues
 
-__all__ = ["MultiOutputAttribution"]
+__all__ = ["MultiOutputAttribution", "output_position"]
+
+
+def output_position(names: list[str], output) -> int:
+    """The position of ``output`` (a name among ``names``, or a position itself).
+
+    Raises
+    ------
+    KeyError
+        An unknown name (the outputs are listed).
+    """
+    if isinstance(output, str):
+        if output not in names:
+            raise KeyError(f"unknown output {output!r}; the outputs are {names}.")
+        return names.index(output)
+    return output
 
 
 class MultiOutputAttribution:
@@ -77,11 +92,7 @@ class MultiOutputAttribution:
 
     def __getitem__(self, output) -> Attribution:
         """The ``Attribution`` of one output, by name or position."""
-        if isinstance(output, str):
-            if output not in self.output_names:
-                raise KeyError(f"unknown output {output!r}; the outputs are {self.output_names}.")
-            output = self.output_names.index(output)
-        return self.attributions[output]
+        return self.attributions[output_position(self.output_names, output)]
 
     @property
     def feature_names(self) -> list[str]:

@@ -6,7 +6,9 @@ per-row explanations with credible intervals, completeness checks, and the metho
 references. Figures are inlined as base64 PNG and the styles are inline: the page loads no
 external resource, so it can be mailed or archived as one file. The output of the
 classification mode (a ``class`` column) gets the explanation sections once per explained
-class, in latent units, and held-out accuracy, log loss and Brier score as fit quality.
+class, in latent units, and held-out accuracy, log loss and Brier score as fit quality; that
+of several targets (an ``output`` column) once per target, with R^2 per target and the
+correlation of the attributions across targets.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ REPORT_NAME = "report.html"
 MAX_ROWS = 10  # per-row sections drawn; the table of all rows stays in attributions.csv
 _DEPENDENCE_FEATURES = 3
 _COLUMNS = ["row", "point", "feature", "value", "attribution", "std", "lower", "upper"]
+# The column that splits attributions.csv into one explanation each, with the summary.json
+# list of its labels, the word for one, and the units (None: those of the target named).
+_PER_GROUP = {"class": ("explained_classes", "class", "latent units"),
+              "output": ("outputs", "target", None)}
 
 _STYLE = """
 body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
@@ -202,6 +208,11 @@ def _overview(summary: dict) -> list[str]:
         )
     elif classification:
         quality = f"<p>No held-out scores: {_text(holdout.get('skipped', 'not run'))}.</p>"
+    elif isinstance(holdout.get("r2"), dict):  # several targets
+        scores = ", ".join(f"{_text(name)} <b>{_number(value, '.3f')}</b>"
+                           for name, value in holdout["r2"].items())
+        quality = (f"<p>R<sup>2</sup> of each target on a seeded {fraction} held-out split (a "
+                   f"second fit on the other rows; {split}): {scores}</p>")
     elif holdout.get("r2") is not None:
         quality = (
             f"<p>R<sup>2</sup> on a seeded {fraction} held-out split (a second fit on the other "
@@ -312,6 +323,19 @@ def _variance(out_dir: Path) -> str:
         + _saved_png(out_dir / "importance_variance.png")
         + _saved_png(out_dir / "waterfall_variance.png")
     )
+
+
+def _cross_output(entry: dict) -> str:
+    """Several targets: the mean posterior correlation between two targets' attributions of
+    each feature over the explained rows (a coregionalised model), or the note that
+    independent targets have none."""
+    pairs = [p for p in entry.get("mean_correlation") or [] if isinstance(p, dict)]
+    rows = [[p.get("output_i"), p.get("output_j"), feature, value]
+            for p in pairs for feature, value in (p.get("features") or {}).items()]
+    table = (_table(["target i", "target j", "feature", "mean correlation"], rows,
+                    name_columns=3) if rows else "")
+    return ("<h2>Correlation of the attributions across targets</h2>"
+            f"<p>{_text(entry.get('note', ''))}.</p>" + table)
 
 
 def _importance(summary: dict, attr: Attribution, class_key: str | None = None):
@@ -441,20 +465,25 @@ def write_report(out_dir, path=None) -> Path:
     summary, table = _read(out_dir)
     baseline = summary.get("baseline") or {}
     sections = _overview(summary)
-    if "class" in table.columns:  # classification: one latent explanation per class
-        for label in summary.get("explained_classes", []):
+    grouping = next((column for column in _PER_GROUP if column in table.columns), None)
+    if grouping is not None:  # one explanation per class (latent) or per target
+        labels_key, word, units = _PER_GROUP[grouping]
+        for label in summary.get(labels_key, []):
             key = str(label)
-            rows = table[table["class"].astype(str) == key]
+            rows = table[table[grouping].astype(str) == key]
             attr = _attribution(rows, summary, summary["predictions"][key],
                                 (baseline.get("prediction") or {}).get(key))
             sections += _explanations(summary, rows, attr,
                                       (summary.get("completeness_gap") or {}).get(key, {}),
-                                      f" of class {html.escape(key)}", "latent units", key)
+                                      f" of {word} {html.escape(key)}",
+                                      units or f"units of {html.escape(key)}", key)
     else:
         attr = _attribution(table, summary, summary["predictions"], baseline.get("prediction"))
         sections += _explanations(summary, table, attr, summary.get("completeness_gap") or {})
     if isinstance(summary.get("interactions"), dict):
         sections.append(_interactions(summary["interactions"], out_dir))
+    if isinstance(summary.get("cross_output_correlation"), dict):
+        sections.append(_cross_output(summary["cross_output_correlation"]))
     sections.append(_variance(out_dir))
     sections.append(_method(summary))
     title = f"gpexplain report: {summary.get('target')} ({Path(str(summary['data_file'])).name})"

@@ -1,7 +1,8 @@
 """The contract every posterior satisfies, whatever built it (``gpexplain.posterior.base``).
 
 Run over the posterior of every small fitted estimator configuration
-(``tests/contracts/_models.py``) and of the scikit-learn adapters; every posterior class
+(``tests/contracts/_models.py``), of the scikit-learn adapters and each output's marginal of
+the multi-output posteriors (``tests/contracts/_multi_output.py``); every posterior class
 exported by ``gpexplain.posterior`` must be produced by some case
 (``test_every_posterior_class_has_a_case``). Checked:
 
@@ -31,6 +32,7 @@ import gpexplain as gx
 import gpexplain.posterior
 from gpexplain.posterior import MixturePosterior, Posterior
 from gpexplain.posterior.base import PosteriorProtocol
+from tests.contracts import _multi_output as multi_output
 from tests.contracts._models import (
     cases,
     classification_data,
@@ -71,12 +73,20 @@ def _from_estimator(model_id):
     return model.posterior_, reference, 1e-10
 
 
+def _marginal_of(name, output):
+    posterior, predict, _ = multi_output.case(name)
+    return posterior.marginal(output), lambda Xq: predict(Xq)[:, output], 1e-10
+
+
 # name -> builder of (posterior, reference mean function of the model's inputs, tolerance)
 CASES = {
     **{model_id: functools.partial(_from_estimator, model_id)
        for model_id in model_configurations()},
     "from_sklearn(GaussianProcessRegressor)": _from_sklearn_regressor,
     "from_sklearn(GaussianProcessClassifier)": _from_sklearn_classifier,
+    # Each output of a multi-output posterior is a single-output posterior (its marginal).
+    **{f"{name}.marginal({output})": functools.partial(_marginal_of, name, output)
+       for name in multi_output.CASES for output in range(len(multi_output.OUTPUT_NAMES))},
 }
 
 

@@ -21,8 +21,8 @@ from sklearn.gaussian_process.kernels import RBF as SkRBF
 from sklearn.gaussian_process.kernels import ConstantKernel
 
 import gpexplain as gx
-from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.multi_output import CoregionalizedPosterior
+from tests.reference.icm_marginal import NumpyMarginal, squared_exponential
 
 LENGTHSCALE = np.array([1.1, 1.6, 2.0])
 VARIANCE = 1.3
@@ -31,9 +31,7 @@ MEANS = np.array([0.1, -0.4, 0.7])
 
 
 def _se(A, C):
-    """Squared exponential with LENGTHSCALE and VARIANCE, written here."""
-    diff = (A[:, None, :] - C[None, :, :]) / LENGTHSCALE
-    return VARIANCE * np.exp(-0.5 * np.sum(diff**2, axis=-1))
+    return squared_exponential(A, C, LENGTHSCALE, VARIANCE)
 
 
 @pytest.fixture(scope="module")
@@ -53,22 +51,10 @@ def icm():
     return posterior, X, tasks, y, B, Xq
 
 
-class _NumpyMarginal(Posterior):
-    """Output i of the ICM as a single-output posterior, by explicit inverse (test reference)."""
-
-    def __init__(self, X, tasks, y, B, i):
-        K = B[np.ix_(tasks, tasks)] * _se(X, X) + NOISE * np.eye(len(X))
-        self.inverse = np.linalg.inv(K)
-        self.kernel = gx.kernels.RBF(LENGTHSCALE, VARIANCE * B[i, i])
-        self.ratio = B[i, tasks] / B[i, i]
-        self.train_inputs = X
-        self.alpha = self.ratio * (self.inverse @ (y - MEANS[tasks]))
-        self.mean = float(MEANS[i])
-        self.feature_names = ["u", "v", "w"]
-
-    def quadratic_form(self, left, right=None):
-        right = left if right is None else right
-        return (left * self.ratio) @ self.inverse @ np.swapaxes(right * self.ratio, -1, -2)
+def _numpy_marginal(X, tasks, y, B, i):
+    """Output i of the ICM by explicit inverse (``tests.reference.icm_marginal``)."""
+    return NumpyMarginal(X, tasks, y, B, i, lengthscale=LENGTHSCALE, variance=VARIANCE,
+                         noise=NOISE, means=MEANS, feature_names=["u", "v", "w"])
 
 
 EXPLAINERS = {
@@ -87,7 +73,7 @@ def test_each_output_equals_the_single_output_explanation_of_its_marginal(icm, m
         result = explain(posterior, Xq)
     assert result.mean.shape == (3, 3, 3) and result.cov.shape == (3, 3, 3, 3, 3)
     for i, name in enumerate(["a", "b", "c"]):
-        reference = explain(_NumpyMarginal(X, tasks, y, B, i), Xq)
+        reference = explain(_numpy_marginal(X, tasks, y, B, i), Xq)
         scale = np.abs(reference.mean).max()
         np.testing.assert_allclose(result[name].mean, reference.mean, atol=1e-8 * scale)
         np.testing.assert_allclose(result[name].cov, reference.cov,
@@ -200,7 +186,7 @@ def test_shapley_interactions_per_output_equal_the_marginals(icm):
         result = gx.shapley_interactions(posterior, Xq[:2], baseline="mean", outputs=["c", "a"])
     assert result.cov.shape == (2, 2, 6, 2, 6)
     for name, i in (("c", 2), ("a", 0)):
-        reference = gx.shapley_interactions(_NumpyMarginal(X, tasks, y, B, i), Xq[:2],
+        reference = gx.shapley_interactions(_numpy_marginal(X, tasks, y, B, i), Xq[:2],
                                             baseline="mean")
         np.testing.assert_allclose(result[name].mean, reference.mean,
                                    atol=1e-8 * np.abs(reference.mean).max())
@@ -217,5 +203,90 @@ def test_chunking_mean_only_and_output_weights(icm):
     mean_only = gx.gradients(posterior, Xq, gradient_x_input=True, return_cov=False)
     assert mean_only.cov is None
     np.testing.assert_allclose(mean_only.mean, full.mean, rtol=1e-12, atol=1e-14)
-    reference = gx.gradients(_NumpyMarginal(X, tasks, y, B, 1), Xq, gradient_x_input=True)
+    reference = gx.gradients(_numpy_marginal(X, tasks, y, B, 1), Xq, gradient_x_input=True)
     np.testing.assert_allclose(full["b"].mean, reference.mean, atol=1e-8)
+
+
+SENSITIVITY_FIELDS = ("first_order", "total", "shapley_effects", "expected_first_order",
+                      "expected_total", "expected_shapley_effects", "first_order_std",
+                      "total_std", "shapley_effects_std", "second_order",
+                      "expected_second_order", "second_order_std")
+
+
+def test_global_sensitivity_per_output_equals_that_of_its_marginal(icm):
+    posterior, X, tasks, y, B, Xq = icm
+    result = gx.global_sensitivity(posterior, interactions=True)
+    assert isinstance(result, gx.MultiOutputSensitivity) and not result.independent
+    # The default measure: the Gaussian of the training inputs every output shares.
+    measure = gx.measures.Gaussian(X.mean(0), X.std(0))
+    for i, name in enumerate(["a", "b", "c"]):
+        got = result[name]
+        reference = gx.global_sensitivity(_numpy_marginal(X, tasks, y, B, i), measure,
+                                          interactions=True)
+        for field in SENSITIVITY_FIELDS:
+            expected = getattr(reference, field)
+            np.testing.assert_allclose(getattr(got, field), expected, rtol=1e-7,
+                                       atol=1e-9 * np.abs(expected).max(), err_msg=field)
+        # Completeness of each output's indices: the Shapley effects share out the variance
+        # (of the posterior mean, and in posterior expectation); first <= Shapley <= total.
+        scale = got.total_variance
+        assert abs(got.shapley_effects.sum() - scale) < 1e-8 * scale
+        assert abs(got.expected_shapley_effects.sum() - got.expected_total_variance) < (
+            1e-8 * got.expected_total_variance)
+        assert np.all(got.first_order <= got.shapley_effects + 1e-10 * scale)
+        assert np.all(got.shapley_effects <= got.total + 1e-10 * scale)
+        assert f"output {name!r}" in got.method
+    frame = result.to_frame()
+    assert frame["output"].tolist() == ["a"] * 3 + ["b"] * 3 + ["c"] * 3
+    assert len(result.interactions_frame()) == 3 * 3
+
+
+def test_global_sensitivity_of_independent_outputs_equals_separate_fits():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 2, size=(30, 2))
+    Y = np.c_[np.sin(X[:, 0]) + X[:, 1], 20 + 3 * X[:, 1] ** 2]
+    kernel = ConstantKernel(1.2) * SkRBF([1.0, 1.5])
+    both = GaussianProcessRegressor(kernel, alpha=1e-2, normalize_y=True, optimizer=None)
+    posterior = gx.as_multi_output(both.fit(X, Y), output_names=["sum", "square"])
+    measure = gx.measures.Uniform([-2, -2], [2, 2])
+    result = gx.global_sensitivity(posterior, measure, outputs=["square", "sum"])
+    assert result.independent and result.output_names == ["square", "sum"]
+    for j, name in enumerate(["sum", "square"]):
+        alone = GaussianProcessRegressor(kernel, alpha=1e-2, normalize_y=True, optimizer=None)
+        reference = gx.global_sensitivity(gx.from_sklearn(alone.fit(X, Y[:, j])), measure)
+        for field in SENSITIVITY_FIELDS[:9]:
+            np.testing.assert_allclose(getattr(result[name], field), getattr(reference, field),
+                                       rtol=1e-8, err_msg=field)
+
+
+def test_global_sensitivity_refusals_name_the_argument(icm):
+    posterior, *_ = icm
+    with pytest.raises(ValueError, match="unknown output 'd'"):
+        gx.global_sensitivity(posterior, outputs="d")
+    with pytest.raises(ValueError, match="choose them with outputs="):
+        gx.global_sensitivity(posterior, target_class="a")
+    with pytest.raises(ValueError, match="outputs= applies to multi-output"):
+        gx.global_sensitivity(posterior.marginal(0), outputs="a")
+    with pytest.raises(KeyError, match="unknown output 'z'"):
+        gx.global_sensitivity(posterior, outputs="b")["z"]
+
+
+def test_covariance_across_points_per_independent_output_and_refused_for_the_icm(icm):
+    # return_cov="points" was turned into True for every multi-output posterior: the result
+    # had no covariance across points, without a word.
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-2, 2, size=(25, 2))
+    Y = np.c_[np.sin(X[:, 0]), X[:, 1] ** 2]
+    model = GaussianProcessRegressor(ConstantKernel(1.2) * SkRBF([1.0, 1.5]), alpha=1e-2,
+                                     optimizer=None).fit(X, Y)
+    posterior = gx.as_multi_output(model, output_names=["sin", "square"])
+    result = gx.integrated_gradients(posterior, X[:3], return_cov="points")
+    for i, name in enumerate(["sin", "square"]):
+        alone = gx.integrated_gradients(posterior.marginal(i), X[:3], return_cov="points")
+        assert result[name].point_cov is not None
+        np.testing.assert_allclose(result[name].point_cov.dense(), alone.point_cov.dense(),
+                                   rtol=1e-12,
+                                   atol=1e-15)
+    coregionalized, *_, Xq = icm
+    with pytest.raises(NotImplementedError, match="posterior.marginal"):
+        gx.integrated_gradients(coregionalized, Xq, return_cov="points")

@@ -30,6 +30,10 @@ def test_each_output_is_the_single_output_fit(data, tmp_path):
         np.testing.assert_array_equal(std[:, j], alone.predict(X[:5], return_std=True)[1])
     result = gx.integrated_gradients(model, X[:3], outputs="bowl")
     assert result.independent and result.output_names == ["bowl"]
+    sensitivity = gx.global_sensitivity(model, outputs="bowl")["bowl"]
+    reference = gx.global_sensitivity(gx.GPRegressor(n_restarts=0).fit(X, Y["bowl"]))
+    np.testing.assert_allclose(sensitivity.shapley_effects, reference.shapley_effects, rtol=1e-10)
+    np.testing.assert_allclose(sensitivity.total_std, reference.total_std, rtol=1e-10)
     gx.save(model, tmp_path / "model")
     np.testing.assert_array_equal(gx.load(tmp_path / "model").predict(X[:5]), mean)
 
@@ -65,3 +69,43 @@ def test_icm_fit_learns_the_correlation_between_outputs(tmp_path):
                                   model.predict(X[:4]))
     with pytest.raises(ValueError, match="kernel='ard'"):
         gx.GPRegressor(multi_output="icm", kernel="matern52").fit(X, Y)
+
+
+def test_icm_fit_of_a_real_table_with_repeated_rows():
+    """The first 60 rows of the bundled red wine hold 4 exact repeats (on these columns):
+    torch.cdist's gradient at a zero distance was NaN, the whole L-BFGS state went NaN and the
+    fit crashed with torch's LinAlgError. The fitted model's likelihood is checked against the
+    Gaussian log density written here with NumPy."""
+    from gpexplain.datasets import load_dataset
+
+    X, quality = load_dataset("wine-quality-red")
+    X = X.iloc[:60]
+    Y = pd.DataFrame({"alcohol": X["alcohol"], "quality": quality.iloc[:60]})
+    X = X[["volatile acidity", "sulphates", "pH", "density"]]
+    model = gx.GPRegressor(multi_output="icm", max_iter=50).fit(X, Y)
+    posterior = model.posterior_
+    lengthscale = posterior.kernel.lengthscale
+    scaled = posterior.train_inputs / lengthscale
+    distance = ((scaled[:, None, :] - scaled[None, :, :]) ** 2).sum(-1)
+    tasks = posterior.train_tasks
+    K = (model.coregionalization_[np.ix_(tasks, tasks)] * np.exp(-0.5 * distance)
+         + np.diag(model.noise_[tasks]))
+    residual = Y.to_numpy().T.reshape(-1) - model.mean_[tasks]
+    sign, logdet = np.linalg.slogdet(K)
+    density = -0.5 * (residual @ np.linalg.solve(K, residual) + logdet
+                      + len(residual) * np.log(2 * np.pi))
+    assert sign > 0
+    np.testing.assert_allclose(posterior.log_marginal_likelihood(), density, rtol=1e-6)
+    assert np.all(np.isfinite(model.predict(X)))
+
+
+def test_icm_too_large_for_memory_is_refused_before_fitting(monkeypatch):
+    # The ICM fit holds (n t) x (n t) matrices and had no size check: a large table ran out of
+    # memory inside torch instead of being refused.
+    import gpexplain.models._size as size
+
+    monkeypatch.setattr(size, "available_memory", lambda: 100_000)  # bytes
+    X = np.random.default_rng(2).normal(size=(40, 2))  # 80 augmented rows: 256 kB
+    Y = np.c_[X[:, 0], X[:, 1]]
+    with pytest.raises(ValueError, match="an exact GP on 80 rows needs"):
+        gx.GPRegressor(multi_output="icm").fit(X, Y)

@@ -24,6 +24,7 @@ __all__ = [
     "MODEL_HELP",
     "METHOD_CHOICES",
     "MODEL_CHOICES",
+    "MULTI_OUTPUT_CHOICES",
     "Choice",
     "check_choice",
     "family",
@@ -44,6 +45,10 @@ _MODELS = [f"{name} ({entry.summary})" if entry.summary else name
            for name, entry in FAMILIES.items() if entry.task == "regression"]
 MODEL_HELP = f"GP model: {', '.join(_MODELS[:-1])} or {_MODELS[-1]}."
 GAME_CHOICES = (DEFAULT_GAME, *(name for name in GAMES.names() if name != DEFAULT_GAME))
+# The forms of a model of several --target columns some family fits (its first: the default).
+MULTI_OUTPUT_CHOICES = tuple(dict.fromkeys(
+    form for _, entry in FAMILIES.items() for form in entry.multi_output
+))
 
 
 def cli_method(name: str) -> str:
@@ -81,6 +86,7 @@ class Choice:
     n_inducing: int
     options: dict = field(default_factory=dict)
     n_inducing_given: bool = False
+    multi_output: str = MULTI_OUTPUT_CHOICES[0]
 
     @property
     def kernel_label(self) -> str:
@@ -109,9 +115,13 @@ def _one_of(value: str, allowed, option: str) -> str:
 def check_choice(
     model: str, kernel: str, method: str, seed: int, n_inducing: int | None,
     game: str | None = None, background: int | None = None,
+    multi_output: str = MULTI_OUTPUT_CHOICES[0],
 ) -> Choice:
-    """Validate the options together; ValueError names the option and what is accepted."""
+    """Validate the options together; ValueError names the option and what is accepted.
+    (Whether ``multi_output`` applies depends on the number of targets: checked by the
+    multi-output task, ``gpexplain.cli.multi_output``.)"""
     model = _one_of(model, MODEL_CHOICES, "--model")
+    multi_output = _one_of(multi_output, MULTI_OUTPUT_CHOICES, "--multi-output")
     kernel = _one_of(kernel, KERNEL_CHOICES, "--kernel")
     method = _one_of(method, METHOD_CHOICES, "--method")
     chosen = family(model)
@@ -160,7 +170,7 @@ def check_choice(
         raise ValueError("--game and --background apply to --model exact --method shapley only "
                          "(or --method interactions)")
     return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING, options,
-                  n_inducing is not None)
+                  n_inducing is not None, multi_output)
 
 
 def check_n_inducing(choice: Choice, task: str) -> None:

@@ -4,8 +4,9 @@ Reads a CSV, text, Excel or Parquet table, fits the ``--model`` family on all co
 the target (a classifier for a target of class labels, ``--task``), explains the chosen rows
 (integrated gradients, Shapley values or GPX contributions: each attribution a Gaussian with
 an exact mean and covariance), and writes the task's files (``regression``,
-``classification``). ``--save-model DIR`` also saves the fitted model; ``--model-from DIR``
-explains with a saved model instead of fitting one (``saved``).
+``classification``; several ``--target`` columns: ``multi_output``, one model of them all).
+``--save-model DIR`` also saves the fitted model; ``--model-from DIR`` explains with a saved
+model instead of fitting one (``saved``).
 
 The run is a sequence of stages: ``prepare`` (read, check, encode), ``fit_and_explain`` (with
 a progress display) and the task's ``write``.
@@ -38,6 +39,7 @@ from gpexplain.cli.choices import (
     METHOD_CHOICES,
     MODEL_CHOICES,
     MODEL_HELP,
+    MULTI_OUTPUT_CHOICES,
     Choice,
     check_choice,
     check_n_inducing,
@@ -67,7 +69,7 @@ class Request:
     """What ``explain`` (or ``demo``) asks for, its options as given."""
 
     data_label: str
-    target: str | None
+    target: str | list[str] | None  # a list: several targets, explained jointly
     rows: str
     baseline: str
     choice: Choice
@@ -91,10 +93,10 @@ class Prepared:
     as the model sees them, ``X_model``), target, task, rows and baseline."""
 
     frame: pd.DataFrame
-    target: str | None
+    target: str | list[str] | None
     dropped: list
     X: pd.DataFrame
-    y: pd.Series | None
+    y: pd.Series | pd.DataFrame | None
     task: str
     encoder: object
     X_model: pd.DataFrame
@@ -112,6 +114,7 @@ def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
         X, y = reading.split_target(frame, target)
         task = guess_task(y, request.task)
         y = TASKS.get(task).target(y, target)
+        _check_single_target_options(request, task)
     else:  # --model-from: the saved features, by name; no target needed
         X, y = saved.saved_features(frame, request.loaded, target), None
         task = saved.task_of(request.loaded.model)
@@ -133,6 +136,21 @@ def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
         )
     return Prepared(frame, target, dropped, X, y, task, encoder, X_model, positions, baseline,
                     baseline_label)
+
+
+def _check_single_target_options(request: Request, task: str) -> None:
+    """Refuse the options that apply to one target only, or to several only (ValueError)."""
+    several = task == "multi-output"
+    if not several and request.choice.multi_output != MULTI_OUTPUT_CHOICES[0]:
+        raise ValueError(f"--multi-output {request.choice.multi_output} applies to several "
+                         "--target columns")
+    if several and request.variance:
+        raise ValueError("--explain variance applies to one --target; with several use "
+                         "gx.explain_variance(model.posterior_.marginal(name), X) in Python")
+    if several and request.save_model is not None:
+        raise ValueError("--save-model applies to one --target (a model of several targets "
+                         "cannot be reloaded with --model-from yet); save it in Python with "
+                         "gx.save")
 
 
 def _stage(progress: Progress | PlainProgress, description: str, work):
@@ -323,10 +341,12 @@ MethodOption = Annotated[
 def command(
     data: options.DataArgument,
     target: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             help="Target column: its name, or its 0-based position (-1: last); with "
-            "--model-from it is dropped if present."
+            "--model-from it is dropped if present. Repeat it for several numeric targets, "
+            "explained jointly by one model (--multi-output; attributions.csv gets an output "
+            "column)."
         ),
     ] = None,
     header: options.HeaderOption = None,
@@ -376,7 +396,8 @@ def command(
             help="auto (a text, boolean or 0..k-1 / 1..k integer-coded target with at most "
             f"{MAX_CODED_CLASSES} classes is classified; a text target with over "
             f"{MAX_TEXT_CLASSES} classes or like an identifier is refused), classification "
-            "(GP classifier, attributions per class) or regression."
+            "(GP classifier, attributions per class), regression, or multi-output (several "
+            "numeric --target columns; auto and regression choose it when several are given)."
         ),
     ] = "auto",
     game: Annotated[
@@ -403,6 +424,14 @@ def command(
         int | None,
         typer.Option(help="Explain on a local Dask cluster of N worker processes."),
     ] = None,
+    multi_output: Annotated[
+        str,
+        typer.Option(
+            help="Several --target columns: independent (one GP per target) or icm (one "
+            "intrinsic coregionalisation model of all of them, --kernel ard; the attributions "
+            "of different targets are then correlated, written to output_correlations.csv)."
+        ),
+    ] = MULTI_OUTPUT_CHOICES[0],
     explain: Annotated[
         str,
         typer.Option(
@@ -416,17 +445,23 @@ def command(
 ) -> None:
     """Fit a GP to DATA and explain rows, each attribution with its 95% interval."""
     loaded = None
+    # One --target is a name, as it always was; several are a list (a multi-output model).
+    target = None if not target else target[0] if len(target) == 1 else list(target)
     try:
         if model_from is None:
             if target is None:
                 raise ValueError("--target is required (unless --model-from is given)")
-            choice = check_choice(model, kernel, method, seed, n_inducing, game, background)
+            choice = check_choice(model, kernel, method, seed, n_inducing, game, background,
+                                  multi_output)
         else:
-            defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None)
-            if save_model is not None or (model, kernel, n_inducing) != defaults:
+            if isinstance(target, list):
+                raise ValueError("--model-from explains a saved model of one target; give at "
+                                 "most one --target")
+            defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None, MULTI_OUTPUT_CHOICES[0])
+            if save_model is not None or (model, kernel, n_inducing, multi_output) != defaults:
                 raise ValueError(
                     "--model-from uses the saved model as it is; drop --model, --kernel, "
-                    "--n-inducing and --save-model"
+                    "--n-inducing, --multi-output and --save-model"
                 )
             loaded = saved.load_model(model_from, method, game, background)
             choice, target = loaded.choice, target or loaded.target

@@ -132,8 +132,9 @@ def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
         "seed": record.choice.seed,
         "hyperparameters": hyperparameters,
         "constant_features": list(getattr(model, "constant_features_", [])),
+        # Independent GPs of several targets have one per target; the joint's is their sum.
         "log_marginal_likelihood": finite_or_none(
-            getattr(model, "log_marginal_likelihood_value_", np.nan)
+            np.sum(getattr(model, "log_marginal_likelihood_value_", np.nan))
         ),
         "holdout": record.holdout,
         "rows": record.rows,

@@ -31,6 +31,7 @@ __all__ = [
     "parse_rows",
     "read_frame",
     "resolve_target",
+    "resolve_targets",
     "row_labels",
     "say_what_was_read",
     "select",
@@ -216,6 +217,19 @@ def resolve_target(frame: pd.DataFrame, target: str, option: str = "--target") -
     )
 
 
+def resolve_targets(frame: pd.DataFrame, target: str | list[str]) -> str | list[str]:
+    """``resolve_target`` of one ``--target`` (a name), or of each of several (a list of
+    distinct names: a multi-output regression); ValueError names a repeated one."""
+    if isinstance(target, str):
+        return resolve_target(frame, target)
+    names = [resolve_target(frame, entry) for entry in target]
+    repeated = [name for name in dict.fromkeys(names) if names.count(name) > 1]
+    if repeated:
+        raise ValueError(f"--target {repeated[0]!r} is given more than once; give each target "
+                         "column once")
+    return names
+
+
 def handle_missing(frame: pd.DataFrame, missing: str) -> tuple[pd.DataFrame, list]:
     """Apply ``--missing``: ``error`` refuses a missing cell (row and column named), ``drop``
     removes every row with one and returns the labels (0-based data-row numbers) it dropped.
@@ -241,13 +255,15 @@ def handle_missing(frame: pd.DataFrame, missing: str) -> tuple[pd.DataFrame, lis
     return frame.loc[~rows_with_missing], dropped
 
 
-def split_target(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.Series]:
+def split_target(frame: pd.DataFrame, target: str | list[str]
+                 ) -> tuple[pd.DataFrame, pd.Series | pd.DataFrame]:
     """Separate the features (validated; text columns are accepted and checked when ``encode``
-    one-hot encodes them) from the target column (validated by the task: ``Regression`` or
-    ``Classification.target``); ValueError/TypeError on bad input."""
+    one-hot encodes them) from the target column (a Series), or columns (a list of names: a
+    DataFrame), validated by the task (``Regression``, ``Classification`` or
+    ``MultiOutputRegression.target``); ValueError/TypeError on bad input."""
     columns = [str(c) for c in frame.columns]
     frame = frame.set_axis(columns, axis=1)
-    target = resolve_target(frame, target)
+    target = resolve_targets(frame, target)
     if len(frame) < 2:
         raise ValueError(f"the data has {len(frame)} row(s); at least 2 are needed to fit a GP")
     X = frame.drop(columns=target)
@@ -261,10 +277,11 @@ def split_target(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.Ser
 
 
 def select(
-    frame: pd.DataFrame, target: str | None, drop: str | None, missing: str, fitting: bool = True
-) -> tuple[pd.DataFrame, str | None, list]:
-    """Apply ``--target``, ``--drop`` and ``--missing``: ``(frame, target column, dropped
-    rows)``.
+    frame: pd.DataFrame, target: str | list[str] | None, drop: str | None, missing: str,
+    fitting: bool = True,
+) -> tuple[pd.DataFrame, str | list[str] | None, list]:
+    """Apply ``--target``, ``--drop`` and ``--missing``: ``(frame, target column (a list of
+    them when several are given), dropped rows)``.
 
     ``fitting``: the target is resolved (a name or a position) and must survive ``--drop``;
     without (``--model-from``) it is the saved model's target name, or None, and its column
@@ -272,11 +289,13 @@ def select(
     target, so a row missing only its target is kept.
     """
     if fitting:
-        target = resolve_target(frame, target)
+        target = resolve_targets(frame, target)
     frame = drop_columns(frame, drop)
-    if fitting and target not in frame.columns:
-        raise ValueError(f"--drop removes the target column {target!r}")
-    if not fitting:
+    if fitting:
+        for name in [target] if isinstance(target, str) else target:
+            if name not in frame.columns:
+                raise ValueError(f"--drop removes the target column {name!r}")
+    else:
         frame = frame.loc[:, [str(c) != target for c in frame.columns]]
     frame, dropped = handle_missing(frame, missing)
     return frame, target, dropped

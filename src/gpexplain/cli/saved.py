@@ -99,6 +99,12 @@ def load_model(directory: Path, method: str, game: str | None = None,
             f"--model {models} or a GPClassifier"
         )
     name, entry = found
+    if getattr(model, "output_names_", None) is not None:
+        raise ValueError(
+            f"--model-from {directory} holds a model of several targets "
+            f"({', '.join(map(repr, model.output_names_))}), which the command line explains "
+            "only as it fits it; explain it in Python with gx.integrated_gradients(model, X)"
+        )
     # The --model option: the family's own, or for the classifier the one cli.json names.
     options = entry.cli_names or (name,)
     option = record.get("model") if record.get("model") in options else options[0]

@@ -1,6 +1,7 @@
 """The tasks ``gpexplain explain`` knows (``--task``), and the guess of ``--task auto``.
 
-A task object (``Regression``, ``Classification``) says how its target is validated, which
+A task object (``Regression``, ``Classification``, ``MultiOutputRegression`` for several
+``--target`` columns) says how its target is validated, which
 options apply, how its estimator is built and fitted, how the held-out split is scored, how
 the rows are explained and which files are written; the command runs the same stages for
 both.
@@ -13,6 +14,7 @@ import pandas as pd
 
 from gpexplain._registry import Registry
 from gpexplain.cli.classification import Classification
+from gpexplain.cli.multi_output import MultiOutputRegression
 from gpexplain.cli.regression import Regression
 
 __all__ = ["MAX_CODED_CLASSES", "MAX_TEXT_CLASSES", "TASKS", "guess_task"]
@@ -27,10 +29,12 @@ IDENTIFIER_SHARE = 0.9
 TASKS = Registry("task")
 TASKS.register("classification", Classification())
 TASKS.register("regression", Regression())
+TASKS.register("multi-output", MultiOutputRegression())
 
 
-def guess_task(y: pd.Series, task: str) -> str:
-    """``"classification"`` or ``"regression"`` for the target column ``y``.
+def guess_task(y: pd.Series | pd.DataFrame, task: str) -> str:
+    """``"classification"`` or ``"regression"`` for the target column ``y``; ``"multi-output"``
+    for several target columns (a DataFrame), each of which must be a regression target.
 
     A target is a classification target when ``--task classification`` says so, or (``--task
     auto``) when it is text or booleans, or integer codes ``0..k-1`` / ``1..k`` with ``k <=
@@ -44,12 +48,18 @@ def guess_task(y: pd.Series, task: str) -> str:
     ------
     ValueError
         An unknown ``--task``; under ``auto``, a text target with too many classes or one
-        like an identifier (the count is named).
+        like an identifier (the count is named); several targets with ``--task
+        classification``, or one of them a class target under ``auto`` (named); ``--task
+        multi-output`` with one target.
     """
     text = task.strip().lower()
     choices = ("auto", *TASKS.names())
     if text not in choices:
         raise ValueError(f"unknown --task {task!r}; use {', '.join(choices)}")
+    if isinstance(y, pd.DataFrame):
+        return _several_targets(y, text)
+    if text == "multi-output":
+        raise ValueError("--task multi-output needs two or more --target columns")
     if text != "auto":
         return text
     if pd.api.types.is_bool_dtype(y):
@@ -66,6 +76,21 @@ def guess_task(y: pd.Series, task: str) -> str:
         or np.array_equal(levels, np.arange(1, levels.size + 1))
     )
     return "classification" if coded else "regression"
+
+
+def _several_targets(Y: pd.DataFrame, task: str) -> str:
+    """``"multi-output"``: several targets are explained jointly as a regression only."""
+    if task == "classification":
+        raise ValueError("several --target columns are explained jointly as a regression; a "
+                         "classifier takes one --target")
+    for name in Y.columns:
+        if task == "auto" and guess_task(Y[name], "auto") == "classification":
+            raise ValueError(
+                f"target column {str(name)!r} holds class labels, and several --target columns "
+                "are explained jointly as a regression only: give it as the only --target to "
+                "fit a classifier (or --task regression if its values are numbers)"
+            )
+    return "multi-output"
 
 
 def _check_text_classes(y: pd.Series) -> None:

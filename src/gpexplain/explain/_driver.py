@@ -220,7 +220,8 @@ def explain(
             raise ValueError("client= and output_path= are not available for a multi-output "
                              "posterior yet; drop them.")
         return explain_multi_output(posterior, X, functional, explain_one=explain,
-                                    outputs=outputs, return_cov=return_cov,
+                                    outputs=outputs,
+                                    return_cov="points" if points else return_cov,
                                     chunk_size=chunk_size, caller=caller)
     if outputs is not None:
         raise ValueError(f"outputs= applies to multi-output posteriors; {caller} got a "

@@ -43,7 +43,9 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
         The single-output driver (``gpexplain.explain._driver.explain``), for independent
         outputs.
     outputs : output name, index, or sequence of them, or None (all)
-    return_cov, chunk_size, caller : as in ``gpexplain.explain._driver.explain``
+    return_cov : bool or "points"
+        "points" (also the covariance across points, per output): independent outputs only.
+    chunk_size, caller : as in ``gpexplain.explain._driver.explain``
 
     Returns
     -------
@@ -53,6 +55,8 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     ------
     ValueError, TypeError
         Bad ``outputs`` (named), and everything the single-output driver raises.
+    NotImplementedError
+        ``return_cov="points"`` for a coregionalised posterior (before any work).
     """
     index = posterior.output_index(outputs)
     names = [posterior.output_names[i] for i in index]
@@ -63,6 +67,12 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
             for i in index
         ]
         return MultiOutputAttribution(parts, names, None, independent=True)
+    if return_cov == "points":
+        raise NotImplementedError(
+            "return_cov='points' (covariance across points) is not yet supported for a "
+            "coregionalised multi-output posterior; use return_cov=True, or explain "
+            "posterior.marginal(output) for one output's covariance across points."
+        )
     marginals = [posterior.marginal(i) for i in index]
     Z = posterior.train_inputs
     scheme = functional.bind(posterior.kernel, Z)

@@ -52,6 +52,8 @@ in all (500 points and 32 features, pumadyn-32nm in ``benchmarks/gp_sensitivity_
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from gpexplain._threads import native_threads
@@ -64,12 +66,13 @@ from gpexplain.functionals.product_shapley import (
     multilinear_shapley,
     not_product_message,
 )
-from gpexplain.global_attribution import GlobalSensitivity
+from gpexplain.global_attribution import GlobalSensitivity, MultiOutputSensitivity
 from gpexplain.kernels.measures import Gaussian, check_measure
 from gpexplain.kernels.product import product_structure
 from gpexplain.parallel import _MEMORY_BUDGET_BYTES, default_chunk_size
 from gpexplain.posterior.linked import latent_posterior
 from gpexplain.posterior.mixture import MixturePosterior
+from gpexplain.posterior.multi_output import MultiOutputPosterior
 
 __all__ = ["global_sensitivity"]
 
@@ -77,8 +80,8 @@ __all__ = ["global_sensitivity"]
 @through_pipeline
 def global_sensitivity(
     model_or_posterior, measure=None, *, chunk_size: int | None = None,
-    target_class=None, output: str | None = None, interactions: bool = False,
-) -> GlobalSensitivity:
+    target_class=None, output: str | None = None, interactions: bool = False, outputs=None,
+) -> GlobalSensitivity | MultiOutputSensitivity:
     """Sobol indices and Shapley effects of a product-kernel GP, in closed form, with their
     posterior expectations and posterior standard deviations.
 
@@ -119,10 +122,17 @@ def global_sensitivity(
         posterior expectations and standard deviations (the same quadratic-form moments as
         the other indices, ``W_ij = E_i E_j prod_{l != i, j} P_l``). Extra cost per pair: two
         products of n x n matrices; memory O(n^2 d).
+    outputs : output name or index, or a sequence of them, optional
+        A multi-output posterior or estimator (``gx.as_multi_output``, ``gx.GPRegressor`` on
+        a 2-D y) only: the outputs to analyse (default all). Each output's indices are those
+        of its marginal posterior (``posterior.marginal(i)``), all under the same measure
+        (by default the Gaussian of the shared training inputs), returned as a
+        ``MultiOutputSensitivity``. The posterior covariance between different outputs'
+        indices (non-zero for a coregionalised model) is not computed.
 
     Returns
     -------
-    GlobalSensitivity
+    GlobalSensitivity (MultiOutputSensitivity for a multi-output model: one per output)
         Unnormalised variances (squared units of y; classifiers: squared latent units) of the
         posterior mean, their posterior expectations and posterior standard deviations over f
         (``first_order_std``, ``total_std``, ``shapley_effects_std``, ``total_variance_std``:
@@ -153,7 +163,8 @@ def global_sensitivity(
         or with labels that are not the features' names;
         a Uniform box more than 512 lengthscales wide;
         ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary model, or
-        given for a regression; an unknown ``output``.
+        given for a regression or a multi-output model; an unknown ``output``; ``outputs``
+        for a single-output model, or naming an unknown output.
 
     Warns
     -----
@@ -170,6 +181,14 @@ def global_sensitivity(
         or chunk_size < 1
     ):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    several = (model_or_posterior if isinstance(model_or_posterior, MultiOutputPosterior)
+               else getattr(model_or_posterior, "posterior_", None))
+    if isinstance(several, MultiOutputPosterior):
+        return _per_output(several, measure, outputs, target_class, chunk_size=chunk_size,
+                           output=output, interactions=interactions)
+    if outputs is not None:
+        raise ValueError("outputs= applies to multi-output posteriors; global_sensitivity got "
+                         "a single-output model: drop outputs.")
     posterior, latent = latent_posterior(model_or_posterior, target_class, output,
                                          "global_sensitivity")
     if isinstance(posterior, MixturePosterior):
@@ -184,8 +203,7 @@ def global_sensitivity(
     if structure is None:
         raise TypeError(not_product_message(posterior.kernel, "global Sobol indices"))
     if measure is None:
-        data = posterior.data_inputs
-        measure = Gaussian(data.mean(0), np.maximum(data.std(0), 1e-12))
+        measure = _training_measure(posterior.data_inputs)
     check_measure(measure)
     measure = measure.resolve(n_features, posterior.feature_names)
     # The leave-one-out products of G run fastest on (rows, n) slabs of ~4096 numbers, which
@@ -235,6 +253,32 @@ def global_sensitivity(
     rounding = np.finfo(float).eps * structure.variance**2 * np.sum(np.abs(posterior.alpha))**2
     warn_if_sobol_inconsistent(result, "global_sensitivity", rounding)
     return result
+
+
+def _training_measure(data: np.ndarray) -> Gaussian:
+    """The default measure: independent Gaussians with the training columns' moments."""
+    return Gaussian(data.mean(0), np.maximum(data.std(0), 1e-12))
+
+
+def _per_output(posterior: MultiOutputPosterior, measure, outputs, target_class, **options):
+    """``global_sensitivity`` of each selected output's marginal posterior, under one measure
+    (default: that of the training inputs all outputs share)."""
+    if target_class is not None:
+        raise ValueError(
+            f"target_class={target_class!r} applies to classifiers; this model has several "
+            f"regression outputs {posterior.output_names}: choose them with outputs=."
+        )
+    index = posterior.output_index(outputs)
+    if measure is None:
+        measure = _training_measure(posterior.data_inputs)
+    names = [posterior.output_names[i] for i in index]
+    results = [
+        replace(result, method=f"{result.method}, output {name!r}")
+        for name, result in zip(
+            names, (global_sensitivity(posterior.marginal(i), measure, **options) for i in index),
+            strict=True)
+    ]
+    return MultiOutputSensitivity(results, names, posterior.independent)
 
 
 def _leave_two_out(ee, pp):

@@ -62,7 +62,11 @@ def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int):
 
     def negative_lml():
         scaled = Xs / log_lengthscale.exp()
-        K = torch.exp(-0.5 * torch.cdist(scaled, scaled).pow(2))
+        # Squared distances without the square root of torch.cdist, whose gradient at a zero
+        # distance (a repeated row) is NaN and made the whole optimisation NaN.
+        norms = scaled.pow(2).sum(1)
+        squared = (norms[:, None] + norms[None, :] - 2 * scaled @ scaled.T).clamp_min(0)
+        K = torch.exp(-0.5 * squared)
         B = W @ W.T + torch.diag(log_v.exp())
         noise = log_noise.exp().repeat_interleave(n)
         gram = torch.kron(B, K) + torch.diag(noise + 1e-8)

@@ -95,6 +95,9 @@ class ModelFamily:
     extras : tuple of str
         What it explains beside the rows: ``"global-shapley"`` (the ``METHODS`` entry) or
         ``"weights"`` (GPX's local linear weights).
+    multi_output : tuple of str
+        The forms of a model of several targets its estimator fits (its ``multi_output``
+        parameter, first the default); empty: one target only.
     """
 
     estimator: type
@@ -107,6 +110,7 @@ class ModelFamily:
     cli_names: tuple[str, ...] = ()
     summary: str = ""
     extras: tuple[str, ...] = ()
+    multi_output: tuple[str, ...] = ()
 
     def build(self, settings: Settings):
         """An unfitted estimator of this family for ``settings``."""
@@ -222,6 +226,7 @@ FAMILIES.register("exact", ModelFamily(
     GPRegressor, "regression", KERNEL_NAMES,
     ("integrated-gradients", "shapley", "shapley-interactions"), _exact_parameters,
     _regression_report("noise", "mean", "hyperparameter_rows"),
+    multi_output=GPRegressor._parameter_constraints["multi_output"].values,
 ))
 FAMILIES.register("sparse", ModelFamily(
     SparseGPRegressor, "regression", KERNELS, ("integrated-gradients",), _sparse_parameters,

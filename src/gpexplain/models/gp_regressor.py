@@ -235,6 +235,8 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         X, _, names = self._validate_data(X, first)
         Y = np.column_stack([as_target(column, len(X), f"y column {name!r}")
                              for name, column in columns.items()])
+        # One start on the task-augmented set: its (n t) x (n t) matrices are what costs.
+        check_exact_size(Y.size, 1)
         with native_threads(len(X) * len(columns)):
             posterior, lml = fit_icm(X, Y, names, list(columns), self.max_iter)
         self.output_names_ = list(columns)

@@ -1,0 +1,250 @@
+"""The multi-output regression task of ``gpexplain explain``: several numeric ``--target``
+columns explained jointly.
+
+One model of all the targets (a family with ``multi_output`` forms: the exact GP, independent
+GPs per target by default or ``--multi-output icm``, an intrinsic coregionalisation model) is
+fitted on the other columns; each target's rows are explained (integrated gradients or exact
+Shapley values) through its marginal posterior, and for a coregionalised model the
+attributions of different targets at the same row are correlated, with the covariance given by
+the joint posterior (``gx.MultiOutputAttribution``). The outputs are ``attributions.csv`` with
+an ``output`` column (one table, as the classification task's ``class`` column),
+``summary.json`` with per-output entries, ``attributions_<output>.png`` /
+``importance_<output>.png`` per target, and for a coregionalised model
+``output_correlations.csv``: the posterior correlation between two targets' attributions of
+the same feature at each explained row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import r2_score
+
+from gpexplain.attribution import group_matrix
+from gpexplain.cli import methods, output
+from gpexplain.cli.choices import family
+from gpexplain.cli.classification import file_label
+from gpexplain.cli.common import HOLDOUT_FRACTION, finite_or_none, say, write_json
+from gpexplain.cli.regression import Regression
+from gpexplain.models.families import FAMILIES, kernel_hyperparameters
+
+__all__ = ["CORRELATIONS_FILE", "MultiOutputRegression", "output_correlations"]
+
+CORRELATIONS_FILE = "output_correlations.csv"
+# Methods whose per-target results the writer lays out (``--method interactions`` writes a
+# table of pairs per target, not yet joined across targets).
+_METHODS = ("ig", "shapley")
+
+
+def output_correlations(explanation, encoder) -> pd.DataFrame | None:
+    """Posterior correlation between two targets' attributions of the same (file) column at
+    each explained point: one row per (point, feature, output pair), columns ``point``,
+    ``feature``, ``output_i``, ``output_j``, ``correlation``; None for independent outputs
+    (zero by the model) or without covariances.
+
+    The joint covariance of the encoded columns' attributions is grouped to the file's columns
+    as the attributions are (a text column's indicators summed: ``A C A^T``). A correlation
+    with an attribution of zero variance (e.g. a feature equal to its baseline) is undefined
+    and left empty.
+    """
+    cov = explanation.joint_cov
+    if explanation.independent or cov is None:
+        return None
+    names, A = group_matrix(encoder.groups_, explanation.feature_names)
+    grouped = np.einsum("fa,pianb,gb->pifng", A, cov, A)  # (points, t, d, t, d)
+    n_points, t, d = grouped.shape[:3]
+    variance = np.einsum("pifif->pif", grouped)
+    frames = []
+    for i in range(t):
+        for j in range(i + 1, t):
+            product = variance[:, i] * variance[:, j]
+            defined = product > 0
+            correlation = np.full((n_points, d), np.nan)
+            cross = np.einsum("pff->pf", grouped[:, i, :, j, :])
+            correlation[defined] = cross[defined] / np.sqrt(product[defined])
+            frames.append(pd.DataFrame({
+                "point": np.repeat(np.arange(n_points), d),
+                "feature": np.tile(np.asarray(names, dtype=object), n_points),
+                "output_i": explanation.output_names[i],
+                "output_j": explanation.output_names[j],
+                "correlation": correlation.ravel(),
+            }))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _hyperparameters(model, names: list[str], chosen) -> dict:
+    """summary.json's ``hyperparameters``: per target the single-output report (independent
+    GPs), or the shared kernel with the coregionalisation matrix B, per-target noise and mean
+    (ICM)."""
+    posterior = model.posterior_
+    if posterior.independent:
+        return {name: chosen.hyperparameters(estimator, names)
+                for name, estimator in zip(model.output_names_, model.estimators_, strict=True)}
+    B = model.coregionalization_
+    scale = np.sqrt(np.diag(B))
+    outputs = model.output_names_
+    return {
+        **kernel_hyperparameters(model.kernel_, names),
+        "coregionalization": {a: dict(zip(outputs, map(float, row), strict=True))
+                              for a, row in zip(outputs, B, strict=True)},
+        "output_correlation": {a: dict(zip(outputs, map(float, row), strict=True))
+                               for a, row in zip(outputs, B / np.outer(scale, scale),
+                                                 strict=True)},
+        "noise": dict(zip(outputs, map(float, model.noise_), strict=True)),
+        "mean": dict(zip(outputs, map(float, model.mean_), strict=True)),
+        "units": "k(x, x') B_ij: the kernel's variance is 1 and B_ij is in units of target i "
+                 "times target j; lengthscales in units of X; noise in squared units of each "
+                 "target",
+    }
+
+
+class MultiOutputRegression(Regression):
+    """What ``gpexplain explain`` does with several numeric ``--target`` columns (the held-out
+    split and its entry as for one target)."""
+
+    holdout_score = "R^2 per target"
+
+    @staticmethod
+    def target(Y: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+        """Each column validated as a regression target (float64); TypeError/ValueError name
+        the column."""
+        return pd.DataFrame({name: Regression.target(Y[name], name) for name in names},
+                            index=Y.index)
+
+    @staticmethod
+    def check(choice, executor) -> None:
+        """ValueError for a family that fits one target, a ``--multi-output`` form it lacks,
+        ``icm`` with a kernel other than ``ard``, ``--method interactions`` or a Dask
+        cluster."""
+        forms = family(choice.model).multi_output
+        if not forms:
+            taking = ", ".join(name for name, entry in FAMILIES.items() if entry.multi_output)
+            raise ValueError(f"several --target columns need --model {taking}; --model "
+                             f"{choice.model} fits one target")
+        if choice.multi_output not in forms:
+            raise ValueError(f"--model {choice.model} takes --multi-output "
+                             f"{' or '.join(forms)}, not {choice.multi_output}")
+        if choice.multi_output == "icm" and choice.kernel != "ard":  # GPRegressor._fit_icm
+            raise ValueError(f"--multi-output icm fits an ARD squared-exponential kernel: use "
+                             f"--kernel ard, not {choice.kernel}")
+        if choice.method not in _METHODS:
+            raise ValueError(f"--method {choice.method} explains one target; with several "
+                             f"--target columns use --method {' or '.join(_METHODS)}")
+        if executor != (None, None):
+            raise ValueError("--dask-scheduler and --workers apply to one --target; several "
+                             "targets are explained in this process (drop them)")
+
+    @staticmethod
+    def fit_label(choice) -> str:
+        return f"{choice.model} GP of several targets ({choice.multi_output})"
+
+    @staticmethod
+    def build(choice, n_rows: int, warm_start=None):
+        """An unfitted estimator of ``--model``'s family for a 2-D target in the
+        ``--multi-output`` form (``warm_start`` is not used: the held-out fit starts afresh)."""
+        model = family(choice.model).build(choice.settings(n_rows))
+        return model.set_params(multi_output=choice.multi_output)
+
+    @staticmethod
+    def holdout_scores(model, X_test, Y_test) -> dict:
+        """R^2 of each target on the held-out rows."""
+        predicted = model.predict(X_test)
+        return {"r2": {name: finite_or_none(r2_score(Y_test[name], predicted[:, j]))
+                       for j, name in enumerate(Y_test.columns)}}
+
+    @staticmethod
+    def explain(choice, model, X_model, X, positions, baseline, encoder, executor):
+        """``(attributions of X's columns per target, the MultiOutputAttribution of the
+        model's columns, output_correlations or None)``."""
+        explained = X_model.iloc[positions]
+        encoded = methods.explain(choice, model, explained, baseline)
+        shown = X.iloc[positions]
+        grouped = {name: encoder.group(encoded[name], shown) for name in encoded.output_names}
+        return grouped, encoded, output_correlations(encoded, encoder)
+
+    @staticmethod
+    def write(model, explanation, X, X_model, record, context, out, stdout, report, saved):
+        """Write ``attributions.csv`` (an ``output`` column after ``row``), ``summary.json``
+        (per-target completeness, predictions, base values, global importance, held-out R^2
+        and hyperparameters; ``cross_output_correlation``), the figures per target and, for a
+        coregionalised model, ``output_correlations.csv``; print each target's top features;
+        return the names of the files written."""
+        attributions, encoded, correlations = explanation
+        explained = record.explained
+        tables = []
+        for name, attr in attributions.items():
+            table = output.attribution_table(attr, explained)
+            table.insert(1, "output", name)
+            tables.append(table)
+        output.write_csv(pd.concat(tables, ignore_index=True), out / "attributions.csv")
+        written = ["attributions.csv", "summary.json"]
+
+        chosen = family(record.choice.model)
+        names = list(X_model.columns)
+        first = encoded.attributions[0]
+        result = output.summary(model, _hyperparameters(model, names, chosen), first, {},
+                                X_model, record)
+        importances = {name: methods.importance(attr) for name, attr in attributions.items()}
+        result.update({
+            "task": "multi-output regression",
+            "outputs": list(attributions),
+            "multi_output": record.choice.multi_output,
+            "completeness_gap": {name: {key: attr.completeness_gap()[key]
+                                        for key in ("mean", "variance")}
+                                 for name, attr in attributions.items()},
+            "predictions": {name: [float(p) for p in attr.prediction]
+                            for name, attr in attributions.items()},
+            "global_importance": {name: output.importance_summary(*found)
+                                  for name, found in importances.items()},
+            **context,
+        })
+        if result["baseline"] is not None:
+            result["baseline"]["prediction"] = {
+                name: float(attr.baseline_prediction) for name, attr in attributions.items()}
+        if correlations is None:
+            result["cross_output_correlation"] = {
+                "independent": True,
+                "note": "the targets are fitted as independent GPs: their attributions are "
+                        "uncorrelated by the model (zero, not computed)",
+            }
+        else:
+            correlations.insert(0, "row", np.asarray(explained, dtype=object)[
+                correlations["point"].to_numpy()])
+            output.write_csv(correlations, out / CORRELATIONS_FILE)
+            written.append(CORRELATIONS_FILE)
+            means = correlations.groupby(["output_i", "output_j", "feature"], sort=False)[
+                "correlation"].mean()
+            result["cross_output_correlation"] = {
+                "independent": False,
+                "file": CORRELATIONS_FILE,
+                "note": "posterior correlation between two targets' attributions of the same "
+                        "feature at a row (joint posterior of the coregionalised model); "
+                        "mean_correlation averages it over the explained rows",
+                "mean_correlation": [
+                    {"output_i": a, "output_j": b,
+                     "features": {feature: finite_or_none(means[a, b, feature])
+                                  for feature in attributions[a].feature_names}}
+                    for a, b in dict.fromkeys(zip(correlations["output_i"],
+                                                  correlations["output_j"], strict=True))
+                ],
+            }
+        write_json(out / "summary.json", result)
+
+        labels = [file_label(name) for name in attributions]
+        if len(set(labels)) < len(labels):  # two names that file names cannot tell apart
+            labels = [f"{label}_{k}" for k, label in enumerate(labels)]
+        for label, (name, attr) in zip(labels, attributions.items(), strict=True):
+            units = f"units of {name!r}"
+            written += output.save_attribution_figures(
+                attr, explained, out, suffix=f"_{label}", title=f"target {name}: {attr.method}",
+                xlabels=(f"attribution ({units})", f"mean |attribution| ({units})"),
+                importance=importances[name][0],
+            )
+            say(stdout, f"Target {name}")
+            stdout.print(output.top_features_table(attr, explained[0]))
+        scores = record.holdout.get("r2")
+        if scores:
+            shown = ", ".join(f"{name} {value:.3f}" if value is not None else f"{name} n/a"
+                              for name, value in scores.items())
+            stdout.print(f"Held-out R^2 (seeded {HOLDOUT_FRACTION:.0%} split): {shown}")
+        return output.finish(out, written + saved, report)

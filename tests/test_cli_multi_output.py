@@ -1,0 +1,180 @@
+"""``gpexplain explain`` with several ``--target`` columns (issue 24): one model of all the
+targets, explained jointly, on the first 100 rows of the bundled Taipei real-estate table
+(targets: the price and the number of convenience stores, from house age, MRT distance,
+latitude and longitude).
+
+* independent targets: each target's attributions equal those of a run with that target
+  alone (the other dropped), and the report has a section per target;
+* ``--multi-output icm``: ``output_correlations.csv`` equals the correlation computed here
+  with NumPy from the joint covariance of the same model fitted in Python;
+* refusals: one line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpexplain as gx
+from gpexplain.datasets import load_dataset
+from tests.test_cli import assert_ok, invoke
+
+PRICE = "Y house price of unit area"
+STORES = "X4 number of convenience stores"
+FEATURES = ["X2 house age", "X3 distance to the nearest MRT station", "X5 latitude",
+            "X6 longitude"]
+ROWS = "0:3"
+
+
+@pytest.fixture(scope="module")
+def taipei_csv(tmp_path_factory):
+    X, price = load_dataset("taipei-real-estate")
+    frame = X[FEATURES + [STORES]].assign(**{PRICE: price}).iloc[:100]
+    path = tmp_path_factory.mktemp("taipei") / "taipei.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def _run(path, out, *options):
+    result = invoke("explain", path, "--rows", ROWS, "--out", out, *options)
+    assert_ok(result)
+    return out
+
+
+@pytest.fixture(scope="module")
+def independent(taipei_csv, tmp_path_factory):
+    return _run(taipei_csv, tmp_path_factory.mktemp("independent") / "out",
+                "--target", PRICE, "--target", STORES, "--report")
+
+
+def test_independent_targets_equal_runs_of_one_target(independent, taipei_csv, tmp_path):
+    table = pd.read_csv(independent / "attributions.csv")
+    assert list(table.columns[:3]) == ["row", "output", "point"]
+    assert table["output"].unique().tolist() == [PRICE, STORES]
+    summary = json.loads((independent / "summary.json").read_text())
+    assert summary["task"] == "multi-output regression"
+    assert summary["outputs"] == [PRICE, STORES] and summary["target"] == [PRICE, STORES]
+    assert summary["cross_output_correlation"]["independent"] is True
+    assert set(summary["holdout"]["r2"]) == {PRICE, STORES}
+    assert not (independent / "output_correlations.csv").exists()
+    for target in (PRICE, STORES):  # exact, from each target's covariance across rows
+        assert set(summary["global_importance"][target]["std"]) == set(FEATURES)
+    for target, other in ((PRICE, STORES), (STORES, PRICE)):
+        alone = _run(taipei_csv, tmp_path / f"alone{len(target)}", "--target", target,
+                     "--drop", other, "--no-holdout")
+        reference = pd.read_csv(alone / "attributions.csv")
+        mine = table[table["output"] == target].reset_index(drop=True)
+        for column in ("attribution", "std"):
+            np.testing.assert_allclose(mine[column], reference[column], rtol=1e-9,
+                                       atol=1e-12 * reference[column].abs().max())
+        single = json.loads((alone / "summary.json").read_text())
+        np.testing.assert_allclose(summary["predictions"][target], single["predictions"],
+                                   rtol=1e-10)
+        gaps = summary["completeness_gap"][target]
+        assert gaps["mean"] < 1e-8 * max(np.abs(single["predictions"]))
+    for suffix in ("Y_house_price_of_unit_area", "X4_number_of_convenience_stores"):
+        assert (independent / f"attributions_{suffix}.png").is_file()
+        assert (independent / f"importance_{suffix}.png").is_file()
+
+
+def test_report_has_a_section_per_target(independent):
+    page = (independent / "report.html").read_text()
+    for target in (PRICE, STORES):
+        assert f"Per-row explanations of target {target}" in page
+    assert "uncorrelated by the model" in page
+    assert "R<sup>2</sup> of each target" in page
+
+
+def test_icm_writes_the_correlation_of_the_attributions_across_targets(taipei_csv, tmp_path):
+    out = _run(taipei_csv, tmp_path / "icm", "--target", PRICE, "--target", STORES,
+               "--multi-output", "icm", "--no-holdout", "--report")
+    written = pd.read_csv(out / "output_correlations.csv")
+    assert list(written.columns) == ["row", "point", "feature", "output_i", "output_j",
+                                     "correlation"]
+    # The same model fitted in Python (the ICM fit is deterministic: one start), and the
+    # correlation of each feature's attributions between the targets from its joint covariance.
+    frame = pd.read_csv(taipei_csv)
+    model = gx.GPRegressor(multi_output="icm").fit(frame[FEATURES], frame[[PRICE, STORES]])
+    result = gx.integrated_gradients(model, frame[FEATURES].iloc[:3], baseline="mean")
+    cov = result.cov  # (points, targets, features, targets, features)
+    features = np.arange(len(FEATURES))
+    cross = cov[:, 0, features, 1, features]
+    expected = cross / np.sqrt(cov[:, 0, features, 0, features] * cov[:, 1, features, 1, features])
+    np.testing.assert_allclose(written["correlation"].to_numpy().reshape(3, -1), expected,
+                               rtol=1e-6, atol=1e-9)
+    assert np.abs(expected).max() > 0.05  # the coregionalised targets are correlated
+    summary = json.loads((out / "summary.json").read_text())
+    B = model.coregionalization_
+    assert summary["hyperparameters"]["coregionalization"][PRICE][STORES] == pytest.approx(
+        B[0, 1], rel=1e-6)
+    means = summary["cross_output_correlation"]["mean_correlation"][0]["features"]
+    np.testing.assert_allclose([means[f] for f in FEATURES], expected.mean(0), rtol=1e-6)
+    assert "Correlation of the attributions across targets" in (out / "report.html").read_text()
+    assert "skipped" in summary["global_importance"][PRICE]  # no covariance across rows yet
+
+
+def test_exact_shapley_values_of_each_target_are_complete(taipei_csv, tmp_path):
+    out = _run(taipei_csv, tmp_path / "shapley", "--target", PRICE, "--target", STORES,
+               "--method", "shapley", "--game", "baseline", "--no-holdout")
+    table = pd.read_csv(out / "attributions.csv")
+    summary = json.loads((out / "summary.json").read_text())
+    for target in (PRICE, STORES):
+        rows = table[table["output"] == target]
+        sums = rows.groupby("point")["attribution"].sum().to_numpy()
+        base = summary["baseline"]["prediction"][target]
+        np.testing.assert_allclose(sums, np.array(summary["predictions"][target]) - base,
+                                   rtol=0, atol=1e-8 * max(abs(base), 1.0))
+
+
+def test_a_saved_model_of_several_targets_is_refused_by_model_from(taipei_csv, tmp_path):
+    frame = pd.read_csv(taipei_csv)
+    model = gx.GPRegressor(n_restarts=0).fit(frame[FEATURES], frame[[PRICE, STORES]])
+    gx.save(model, tmp_path / "saved")
+    result = invoke("explain", taipei_csv, "--model-from", tmp_path / "saved", "--drop", STORES,
+                    "--out", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip()
+    assert "\n" not in message and "holds a model of several targets" in message, message
+
+
+@pytest.mark.parametrize(
+    ("options", "fragments"),
+    [
+        (["--target", PRICE, "--target", "flag"], ["'flag' holds class labels"]),
+        (["--target", PRICE, "--target", STORES, "--task", "classification"],
+         ["a classifier takes one --target"]),
+        (["--target", PRICE, "--target", STORES, "--model", "sparse"],
+         ["several --target columns need --model exact"]),
+        (["--target", PRICE, "--multi-output", "icm"],
+         ["--multi-output icm applies to several --target columns"]),
+        (["--target", PRICE, "--target", STORES, "--method", "interactions"],
+         ["--method interactions explains one target"]),
+        (["--target", PRICE, "--target", STORES, "--explain", "variance"],
+         ["--explain variance applies to one --target"]),
+        (["--target", PRICE, "--target", STORES, "--save-model", "saved"],
+         ["--save-model applies to one --target"]),
+        (["--target", PRICE, "--target", PRICE], ["is given more than once"]),
+        (["--target", PRICE, "--target", STORES, "--workers", "2"],
+         ["--workers apply to one --target"]),
+        (["--target", PRICE, "--task", "multi-output"], ["needs two or more --target"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "lmc"],
+         ["unknown --multi-output 'lmc'"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--kernel", "rq"],
+         ["use --kernel ard, not rq"]),
+    ],
+)
+def test_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv, tmp_path):
+    frame = pd.read_csv(taipei_csv)
+    frame["flag"] = (frame[STORES] > 4).astype(int)  # 0/1 codes: a class target under auto
+    path = tmp_path / "data.csv"
+    frame.to_csv(path, index=False)
+    result = invoke("explain", path, "--out", tmp_path / "out", *options)
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip()
+    assert message.startswith("Error: ") and "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, message
+    assert not (tmp_path / "out").exists()
