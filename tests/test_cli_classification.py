@@ -189,11 +189,24 @@ def test_text_feature_with_text_target_writes_every_output(tmp_path):
     assert summary["categorical_columns"] == {"c": indicators}
     assert summary["feature_names"] == ["a", "b", *indicators]
     assert set(summary["hyperparameters"]["yes"]["lengthscales"]) == {"a", "b", *indicators}
-    frequencies = frame["c"].value_counts(normalize=True)
+    # the default baseline is the typical row: the most frequent category of c
+    counts = frame["c"].value_counts()
+    mode = "blue" if counts["blue"] >= counts["red"] else "red"
+    assert summary["baseline"]["spec"] == "typical"
     assert [summary["baseline"]["vector"][f"c_{c}"] for c in ("blue", "red")] == \
-        pytest.approx([frequencies["blue"], frequencies["red"]])
+        [float(c == mode) for c in ("blue", "red")]
+    assert summary["baseline"]["vector"]["a"] == pytest.approx(frame["a"].mean(), rel=1e-12)
     table = pd.read_csv(out / "attributions.csv")
     assert list(dict.fromkeys(table["feature"])) == ["a", "b", "c"]
+    of_mode = table[(table["feature"] == "c") & (table["value"] == mode)]
+    assert len(of_mode) and np.all(of_mode["attribution"] == 0.0)  # x_c equals the baseline's
+
+    frequencies = frame["c"].value_counts(normalize=True)
+    result, out = _run(tmp_path, frame, *FAST, "--no-holdout", "--baseline", "mean", "--force")
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    summary = json.loads((out / "summary.json").read_text())
+    assert [summary["baseline"]["vector"][f"c_{c}"] for c in ("blue", "red")] == \
+        pytest.approx([frequencies["blue"], frequencies["red"]])
 
 
 @pytest.mark.parametrize(

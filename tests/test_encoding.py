@@ -291,8 +291,11 @@ def test_cli_explains_a_text_column(tmp_path, single_start):
     # the summary describes the model: its baseline is a point of the encoded table
     encoded = pd.get_dummies(X, columns=["colour"], dtype=float)
     assert set(summary["baseline"]["vector"]) == set(encoded.columns)
-    frequencies = X["colour"].value_counts(normalize=True)
-    assert summary["baseline"]["vector"]["colour_red"] == pytest.approx(frequencies["red"])
+    # the default baseline is the typical row: the most frequent colour
+    mode = X["colour"].value_counts().sort_index().idxmax()
+    assert summary["baseline"]["spec"] == "typical"
+    assert {c: summary["baseline"]["vector"][f"colour_{c}"] for c in ("blue", "green", "red")} \
+        == {c: float(c == mode) for c in ("blue", "green", "red")}
 
 
 def test_cli_abalone_sex_column(data_dir, tmp_path, single_start):

@@ -128,8 +128,10 @@ def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
         encoder = request.loaded.encoder
         X_model = encoder.transform(X)
     positions = reading.parse_rows(request.rows, len(X))
-    baseline, baseline_label = reading.parse_baseline(request.baseline, X_model)
-    if not request.choice.uses_baseline and request.baseline.strip().lower() != "mean":
+    baseline, baseline_label = reading.parse_baseline(request.baseline, X_model, encoder)
+    # the default (typical) and what it means without text columns (mean) ask for nothing
+    if not request.choice.uses_baseline and request.baseline.strip().lower() not in (
+            "typical", "mean"):
         raise ValueError(
             f"--baseline applies to integrated gradients only, not to --model "
             f"{request.choice.model} --method {request.choice.method}"
@@ -361,8 +363,10 @@ def command(
     rows: options.RowsOption = "0:20",
     baseline: Annotated[
         str,
-        typer.Option(help="Baseline: mean, median, zeros, or a 0-based row position of the data."),
-    ] = "mean",
+        typer.Option(help="Baseline: typical (each numeric column's mean and each text "
+                     "column's most frequent category), mean, median, zeros, or a 0-based row "
+                     "position of the data."),
+    ] = "typical",
     model: ModelOption = MODEL_CHOICES[0],
     kernel: KernelOption = KERNEL_CHOICES[0],
     method: MethodOption = METHOD_CHOICES[0],

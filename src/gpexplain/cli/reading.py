@@ -99,16 +99,21 @@ def parse_rows(spec: str, n_rows: int) -> list[int]:
     return list(dict.fromkeys(positions))
 
 
-def parse_baseline(spec: str, X: pd.DataFrame) -> tuple[str | np.ndarray, str]:
+def parse_baseline(spec: str, X: pd.DataFrame,
+                   encoder=None) -> tuple[str | np.ndarray, str]:
     """Baseline for ``integrated_gradients`` from a ``--baseline`` specification.
 
     Parameters
     ----------
     spec : str
-        ``mean``, ``median`` or ``zeros`` (over the training rows, column by column), or a
-        0-based data-row position whose feature vector becomes the baseline.
+        ``typical`` (each numeric column's mean, each text column's most frequent category:
+        ``encoder.typical_``; the mean for a table without text columns), ``mean``,
+        ``median`` or ``zeros`` (over the training rows, column by column, indicators
+        included), or a 0-based data-row position whose feature vector becomes the baseline.
     X : pandas.DataFrame
-        Feature table (numeric, already validated).
+        Feature table as the model sees it (numeric, already validated).
+    encoder : gpexplain.CategoricalEncoder, optional
+        The table's encoder (its ``typical_`` row).
 
     Returns
     -------
@@ -122,6 +127,13 @@ def parse_baseline(spec: str, X: pd.DataFrame) -> tuple[str | np.ndarray, str]:
         Unknown specification or a row position out of range.
     """
     text = spec.strip().lower()
+    if text == "typical":
+        typical = getattr(encoder, "typical_", None)
+        if encoder is None or not encoder.categorical_ or typical is None:
+            # Without text columns the typical row is the mean (of the training rows, as the
+            # library resolves it); a model saved before typical_ existed keeps the mean too.
+            return "mean", "mean"
+        return np.asarray(typical, dtype=np.float64), "typical"
     if text in BASELINES:
         return text, text
     if text.isdigit():
@@ -133,7 +145,7 @@ def parse_baseline(spec: str, X: pd.DataFrame) -> tuple[str | np.ndarray, str]:
             )
         return X.iloc[position].to_numpy(dtype=np.float64), f"row {position}"
     raise ValueError(
-        f"unknown --baseline {spec!r}; use mean, median, zeros or a row position "
+        f"unknown --baseline {spec!r}; use typical, mean, median, zeros or a row position "
         f"0 to {len(X) - 1}"
     )
 
