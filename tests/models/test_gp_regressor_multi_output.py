@@ -109,3 +109,18 @@ def test_icm_too_large_for_memory_is_refused_before_fitting(monkeypatch):
     Y = np.c_[X[:, 0], X[:, 1]]
     with pytest.raises(ValueError, match="an exact GP on 80 rows needs"):
         gx.GPRegressor(multi_output="icm").fit(X, Y)
+
+
+def test_icm_hyperparameters_stay_in_the_single_output_box():
+    """40 wine rows: unbounded, the ICM fit drove lengthscales to 1e27 standard deviations
+    and the noise to zero; it now keeps the single-output fit's box (lengthscales 1e-4 to 1e5
+    standard deviations, noise at least 1e-6 of each standardised output's variance)."""
+    X, y = gx.datasets.load_dataset("wine-quality-red")
+    rows = np.random.default_rng(0).choice(len(X), 40, replace=False)
+    features = X.iloc[rows].drop(columns=["alcohol"])
+    Y = np.column_stack([y.iloc[rows], X.iloc[rows]["alcohol"]])
+    posterior = gx.GPRegressor(multi_output="icm").fit(features, Y).posterior_
+    relative = posterior.kernel.lengthscale / features.std(ddof=0).to_numpy()
+    assert np.all((relative >= 1e-4 * (1 - 1e-9)) & (relative <= 1e5 * (1 + 1e-9)))
+    noise = np.unique(np.round(posterior.noise, 15))
+    assert np.all(noise >= 1e-6 * Y.var(0).min() * (1 - 1e-9))

@@ -11,9 +11,12 @@ standardised inputs and per-column standardised targets:
 The log marginal likelihood of the n t observations, ``K = B kron k(X, X) + diag(noise)``
 (task-major), is maximised over (log lengthscales, W, log v, log noise) by torch's L-BFGS
 (strong Wolfe) in float64 from one start (lengthscales 1, ``W W^T`` the empirical correlation
-of the standardised columns times 0.9, v = 0.1, noise 0.1). The result in the original units
-is a ``CoregionalizedPosterior`` with ``B_orig = S B S`` (S the column standard deviations),
-lengthscales times the column scales of X, noise ``noise_i s_i^2`` and means the column means.
+of the standardised columns times 0.9, v = 0.1, noise 0.1). The log lengthscales and log
+noises stay in the single-output fit's box (``_se_likelihood.LOG_BOUNDS``, through a
+sigmoid): unbounded, a 40-row fit drove lengthscales to 1e27 and the noise to zero. The result
+in the original units is a ``CoregionalizedPosterior`` with ``B_orig = S B S`` (S the column
+standard deviations), lengthscales times the column scales of X, noise ``noise_i s_i^2`` and
+means the column means.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 import torch
 
 from gpexplain.kernels import RBF
+from gpexplain.models._se_likelihood import LOG_BOUNDS
 from gpexplain.posterior.multi_output import CoregionalizedPosterior
 
 __all__ = ["fit_icm"]
@@ -54,22 +58,22 @@ def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int):
     ys = torch.as_tensor(((Y - y_mean) / y_scale).T.reshape(-1))  # task-major
     correlation = np.corrcoef(((Y - y_mean) / y_scale).T) if n > 1 else np.eye(t)
     factor = np.linalg.cholesky(0.9 * np.nan_to_num(correlation) + 0.1 * np.eye(t))
-    log_lengthscale = torch.zeros(X.shape[1], dtype=torch.float64, requires_grad=True)
+    raw_lengthscale = _unbounded(np.zeros(X.shape[1]), "lengthscale")
     W = torch.tensor(factor, dtype=torch.float64, requires_grad=True)
     log_v = torch.full((t,), np.log(0.1), dtype=torch.float64, requires_grad=True)
-    log_noise = torch.full((t,), np.log(0.1), dtype=torch.float64, requires_grad=True)
-    parameters = [log_lengthscale, W, log_v, log_noise]
+    raw_noise = _unbounded(np.full(t, np.log(0.1)), "noise")
+    parameters = [raw_lengthscale, W, log_v, raw_noise]
 
     def negative_lml():
-        scaled = Xs / log_lengthscale.exp()
+        scaled = Xs / _bounded(raw_lengthscale, "lengthscale").exp()
         # Squared distances without the square root of torch.cdist, whose gradient at a zero
         # distance (a repeated row) is NaN and made the whole optimisation NaN.
         norms = scaled.pow(2).sum(1)
         squared = (norms[:, None] + norms[None, :] - 2 * scaled @ scaled.T).clamp_min(0)
         K = torch.exp(-0.5 * squared)
         B = W @ W.T + torch.diag(log_v.exp())
-        noise = log_noise.exp().repeat_interleave(n)
-        gram = torch.kron(B, K) + torch.diag(noise + 1e-8)
+        noise = _bounded(raw_noise, "noise").exp().repeat_interleave(n)
+        gram = torch.kron(B, K) + torch.diag(noise)
         L = torch.linalg.cholesky(gram)
         alpha = torch.cholesky_solve(ys[:, None], L)[:, 0]
         return 0.5 * ys @ alpha + torch.log(torch.diagonal(L)).sum() + 0.5 * len(ys) * np.log(
@@ -87,8 +91,8 @@ def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int):
     with torch.no_grad():
         lml = -float(negative_lml())
         B = (W @ W.T + torch.diag(log_v.exp())).numpy()
-        lengthscale = log_lengthscale.exp().numpy() * x_scale
-        noise = log_noise.exp().numpy() + 1e-8
+        lengthscale = _bounded(raw_lengthscale, "lengthscale").exp().numpy() * x_scale
+        noise = _bounded(raw_noise, "noise").exp().numpy()
     tasks = np.repeat(np.arange(t), n)
     posterior = CoregionalizedPosterior(
         np.tile(X, (t, 1)), tasks, Y.T.reshape(-1), RBF(lengthscale, 1.0),
@@ -96,3 +100,16 @@ def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int):
         output_names=output_names, feature_names=names,
     )
     return posterior, lml
+
+
+def _bounded(raw: torch.Tensor, name: str) -> torch.Tensor:
+    """A log hyperparameter inside ``LOG_BOUNDS[name]`` from an unbounded one (sigmoid)."""
+    low, high = LOG_BOUNDS[name]
+    return low + (high - low) * torch.sigmoid(raw)
+
+
+def _unbounded(log_value: np.ndarray, name: str) -> torch.Tensor:
+    """The unbounded parameter whose ``_bounded`` value is ``log_value`` (a leaf tensor)."""
+    low, high = LOG_BOUNDS[name]
+    fraction = (np.asarray(log_value, dtype=np.float64) - low) / (high - low)
+    return torch.tensor(np.log(fraction / (1 - fraction)), requires_grad=True)
