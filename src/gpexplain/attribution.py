@@ -53,6 +53,38 @@ class GaussianValues:
         half = norm.ppf(0.5 + level / 2.0) * self.std
         return self.mean - half, self.mean + half
 
+    def sample(self, n: int, random_state=None) -> np.ndarray:
+        """Joint posterior draws of the values over all explained points.
+
+        The attribution is a GP over the inputs (Butler et al. 2024, Theorem 1), so the draws
+        are from ``N(mean, point_cov)`` jointly across points (a mixture posterior: from the
+        mixture of its components' Gaussians): each draw is one attribution function evaluated
+        at the explained points (factorised by an eigendecomposition, O((n_points
+        n_features)^3); ``point_cov.dense()`` bounds the size).
+
+        Parameters
+        ----------
+        n : int
+            Number of draws (>= 1).
+        random_state : int or numpy.random.Generator, optional
+
+        Returns
+        -------
+        ndarray (n, n_points, D)
+
+        Raises
+        ------
+        ValueError
+            No covariance across points (explain with ``return_cov="points"``), or n not a
+            positive integer.
+        """
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"n must be a positive integer, got {n!r}.")
+        if self.point_cov is None:
+            raise ValueError("sample needs the covariance across points: explain with "
+                             "return_cov='points'.")
+        return self.point_cov.sample(self.mean, int(n), np.random.default_rng(random_state))
+
     def save(self, path):
         """Save to a directory: metadata in ``gpexplain.json``, the covariance and per-point
         arrays in ``arrays.npz`` (an ``Attribution`` also writes ``attribution.parquet``, the
@@ -134,38 +166,6 @@ class Attribution(GaussianValues):
     @property
     def n_features(self) -> int:
         return self.mean.shape[1]
-
-    def sample(self, n: int, random_state=None) -> np.ndarray:
-        """Joint posterior draws of the attributions over all explained points and features.
-
-        The attribution is a GP over the inputs (Butler et al. 2024, Theorem 1), so the draws
-        are from ``N(mean, point_cov)`` jointly across points (a mixture posterior: from the
-        mixture of its components' Gaussians): each draw is one attribution function evaluated
-        at the explained points (factorised by an eigendecomposition, O((n_points
-        n_features)^3); ``point_cov.dense()`` bounds the size).
-
-        Parameters
-        ----------
-        n : int
-            Number of draws (>= 1).
-        random_state : int or numpy.random.Generator, optional
-
-        Returns
-        -------
-        ndarray (n, n_points, n_features)
-
-        Raises
-        ------
-        ValueError
-            No covariance across points (explain with ``return_cov="points"``), or n not a
-            positive integer.
-        """
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-            raise ValueError(f"n must be a positive integer, got {n!r}.")
-        if self.point_cov is None:
-            raise ValueError("sample needs the covariance across points: explain with "
-                             "return_cov='points'.")
-        return self.point_cov.sample(self.mean, int(n), np.random.default_rng(random_state))
 
     def completeness_gap(self) -> dict[str, float]:
         """Largest completeness violations over the points.

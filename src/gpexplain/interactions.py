@@ -8,7 +8,7 @@ in lexicographic order. Under a GP posterior they are jointly Gaussian: a mean v
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +46,10 @@ class ShapleyInteractions(GaussianValues):
     method : str
     difference_variance : ndarray (n_points,) or None
         Posterior ``Var[f(x) - v({})]``: ``e^T cov e`` must equal it (``efficiency_gap``).
+    point_cov : gpexplain.explain._points.PointCovariance or None
+        The covariance across points and values, (n_points, D, n_points, D), evaluated lazily
+        in blocks; set by ``return_cov="points"`` (baseline and product-measure games), else
+        None (not saved by ``save``).
     """
 
     mean: np.ndarray
@@ -58,6 +62,7 @@ class ShapleyInteractions(GaussianValues):
     index: str
     method: str
     difference_variance: np.ndarray | None = None
+    point_cov: object | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         d = len(self.feature_names)
@@ -128,7 +133,7 @@ class ShapleyInteractions(GaussianValues):
             baseline=self.baseline, baseline_prediction=self.baseline_prediction,
             feature_names=list(self.feature_names),
             method=f"exact Shapley values from the {self.method}",
-            difference_variance=self.difference_variance,
+            difference_variance=self.difference_variance, point_cov=self._mapped_points(A),
         )
 
     def group(self, groups, X=None, baseline=None) -> ShapleyInteractions:
@@ -172,7 +177,11 @@ class ShapleyInteractions(GaussianValues):
             T[a if a == b else new_pairs[a, b], d + p] = inside if a == b else 1.0
         cov = None if self.cov is None else np.einsum("ia,pab,jb->pij", T, self.cov, T)
         return replace(self, mean=self.mean @ T.T, cov=cov, X=X, baseline=baseline,
-                       feature_names=list(names))
+                       feature_names=list(names), point_cov=self._mapped_points(T))
+
+    def _mapped_points(self, matrix: np.ndarray):
+        """``point_cov`` of the values ``matrix @ values`` (None without it)."""
+        return None if self.point_cov is None else self.point_cov.grouped(matrix)
 
     def matrix(self, what: str = "mean") -> np.ndarray:
         """Pairwise values as symmetric (n_points, d, d) matrices with a zero diagonal.

@@ -324,7 +324,8 @@ def test_two_point_prior_term_is_the_functional_of_the_cross_term(name):
     except NotImplementedError as error:
         assert "not yet supported" in str(error)
         return
-    assert between.shape == (len(X), len(X), D, D)
+    n_outputs = scheme.prior(X[:1]).shape[-1]  # D features, or D values of interactions
+    assert between.shape == (len(X), len(X), n_outputs, n_outputs)
     for p, x in enumerate(X):
         points, W = _stencil(functional, kernel, x)
         for q, x2 in enumerate(X[::-1]):

@@ -331,3 +331,91 @@ def test_mixture_posterior_across_points_and_its_global_importance():
             variance, error = variance_with_standard_error(values[:, i])
             assert abs(importance.std[i] ** 2 - variance) < 5 * error, summary
         assert importance.n_samples == 2000 and 0 < importance.probability_standard_error
+
+
+def _interaction_weights(x, baseline, index):
+    """Rows of the index's values (order 1, then pairs i < j) as weights on the 2^d hybrid
+    points ``where(S, x, baseline)`` of the baseline game, from the definitions (Grabisch and
+    Roubens 1999; Sundararajan et al. 2020; Bordt and von Luxburg 2023)."""
+    from itertools import combinations
+    from math import comb, factorial
+
+    d = len(x)
+    subsets = [frozenset(S) for r in range(d + 1) for S in combinations(range(d), r)]
+    column = {S: k for k, S in enumerate(subsets)}
+    hybrids = np.array([np.where([i in S for i in range(d)], x, baseline) for S in subsets])
+    pairs = list(combinations(range(d), 2))
+
+    def second_difference(i, j, weight):
+        row = np.zeros(len(subsets))
+        for S in subsets:
+            if i in S or j in S:
+                continue
+            w = weight(len(S))
+            row[column[S | {i, j}]] += w
+            row[column[S | {i}]] -= w
+            row[column[S | {j}]] -= w
+            row[column[S]] += w
+        return row
+
+    shapley = np.zeros((d, len(subsets)))
+    for i in range(d):
+        for S in subsets:
+            if i not in S:
+                w = factorial(len(S)) * factorial(d - len(S) - 1) / factorial(d)
+                shapley[i, column[S | {i}]] += w
+                shapley[i, column[S]] -= w
+    sii = np.array([second_difference(i, j, lambda s: factorial(s) * factorial(d - s - 2)
+                                      / factorial(d - 1)) for i, j in pairs])
+    if index == "SII":
+        return np.vstack([shapley, sii]), hybrids
+    if index == "k-SII":
+        first = shapley - 0.5 * np.array([sum(sii[p] for p, pair in enumerate(pairs)
+                                              if i in pair) for i in range(d)])
+        return np.vstack([first, sii]), hybrids
+    stii = np.array([second_difference(i, j, lambda s: (2 / d) / comb(d - 1, s))
+                     for i, j in pairs])
+    first = np.zeros((d, len(subsets)))
+    for i in range(d):
+        first[i, column[frozenset({i})]] += 1.0
+        first[i, column[frozenset()]] -= 1.0
+    return np.vstack([first, stii]), hybrids
+
+
+@pytest.mark.parametrize("index", ["k-SII", "SII", "STII"])
+def test_interactions_across_points_equal_the_posterior_of_the_hybrid_points(index):
+    """Each index is a fixed combination of the game's values, so its covariance across
+    points is ``W_x Sigma(H_x, H_x') W_x'^T`` with Sigma the exact posterior covariance of a
+    plain NumPy GP at the hybrid points."""
+    import gpexplain as gx
+
+    result = gx.shapley_interactions(_exact(), QUERY, index=index, baseline=BASELINE,
+                                     return_cov="points")
+
+    def kernel(A, B):
+        scaled = (A[:, None, :] - B[None, :, :]) / LENGTHSCALE
+        return VARIANCE * np.exp(-0.5 * (scaled ** 2).sum(-1))
+
+    gram_inverse = np.linalg.inv(kernel(TRAIN, TRAIN) + 0.05 * np.eye(len(TRAIN)))
+    built = [_interaction_weights(x, BASELINE, index) for x in QUERY]
+    W = [w for w, _ in built]
+    H = np.vstack([h for _, h in built])
+    cross = kernel(H, TRAIN)
+    posterior_cov = kernel(H, H) - cross @ gram_inverse @ cross.T
+    n_hybrids = len(built[0][1])
+    full = result.point_cov.dense()
+    scale = np.abs(full).max()
+    for p in range(len(QUERY)):
+        for q in range(len(QUERY)):
+            block = posterior_cov[p * n_hybrids:(p + 1) * n_hybrids,
+                                  q * n_hybrids:(q + 1) * n_hybrids]
+            np.testing.assert_allclose(full[p, :, q], W[p] @ block @ W[q].T, rtol=0,
+                                       atol=1e-10 * scale)
+    _assert_diagonal_blocks_and_psd(result, atol=1e-12)
+    draws = result.sample(4, random_state=0)
+    assert draws.shape == (4, *result.mean.shape)
+    phi = result.shapley_values()
+    assert phi.point_cov.dense().shape == (len(QUERY), D, len(QUERY), D)
+    with pytest.raises(NotImplementedError, match="not yet supported"):
+        gx.shapley_interactions(_exact(), QUERY, background=TRAIN[:3],
+                                return_cov="points").point_cov.dense()

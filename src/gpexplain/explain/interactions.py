@@ -89,8 +89,10 @@ def shapley_interactions(
     index : {"k-SII", "SII", "STII"}, default "k-SII"
     game, baseline, background, measure
         The game and its reference distribution, as for ``gx.shapley_values``.
-    return_cov : bool, default True
-        Also compute the (n_points, D, D) covariance. The prior term costs
+    return_cov : bool or "points", default True
+        Also compute the (n_points, D, D) covariance ("points": also ``point_cov``, across
+        points, for the baseline and product-measure games of product kernels; O(n_points^2
+        m^2 D^2) when evaluated). The prior term costs
         O(n_references^2 ceil(d/2)^2 (d^2/2)^2) per point: use few background rows.
     chunk_size : int, optional
         Points processed at once (bounds memory).
@@ -151,7 +153,7 @@ def _interactions(result: Attribution, posterior, index: str) -> ShapleyInteract
         mean=result.mean, cov=result.cov, X=result.X, prediction=result.prediction,
         baseline=result.baseline, baseline_prediction=result.baseline_prediction,
         feature_names=list(posterior.feature_names), index=index, method=result.method,
-        difference_variance=result.difference_variance,
+        difference_variance=result.difference_variance, point_cov=result.point_cov,
     )
     _warn_if_inefficient(interactions, posterior)
     return interactions

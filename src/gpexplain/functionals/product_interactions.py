@@ -211,10 +211,6 @@ class ProductInteractionScheme(ProductShapleyScheme):
         for p, (i, j) in enumerate(pair_list(n_features)):
             self.incidence[[i, j], p] = 1.0
 
-    # The covariance of interactions across points is not derived yet; the inherited two-point
-    # term is the Shapley values', so this refuses by name instead of answering with it.
-    prior_between = Scheme.prior_between
-
     def _to_index(self, values: np.ndarray, axis: int) -> np.ndarray:
         """Apply ``M`` (``index_matrix``) along ``axis`` of an array of primitives."""
         if not self.aggregated:
@@ -238,10 +234,39 @@ class ProductInteractionScheme(ProductShapleyScheme):
         return self._to_index(scale * np.swapaxes(total, 1, 2), axis=1)
 
     def prior(self, X):
+        query = self._query_references(X)  # (P, R, d)
+        return self._prior_pairs(query, query, np.ones((len(X), query.shape[-1])))
+
+    def prior_between(self, X1, X2):
+        """Two-point prior term ``L_o(x_p) L_o'(x'_q) k``, (n1, n2, D, D): ``prior``'s
+        construction with ``k_l(x_l, x'_l)`` where one point has ``k_l(x_l, x_l) = 1``.
+
+        Baseline and product-measure games only: there ``g_l >= (1 - t)(1 - s) k_l(r_l, r_l)
+        > 0`` at every node, so the ratios ``a, b, e`` are bounded; the interventional game's
+        pairs of distinct background rows can make ``g_l`` underflow (refused by name). Cost
+        O(n1 n2 m^2 D^2) with m = ceil(d / 2) nodes.
+
+        Raises
+        ------
+        NotImplementedError
+            The interventional game (several reference rows).
+        """
+        if len(self.reference_cross) > 1:
+            return Scheme.prior_between(self, X1, X2)
+        query1, query2 = self._query_references(X1), self._query_references(X2)
+        n1, n2, d = len(X1), len(X2), query1.shape[-1]
+        k_xx = self.structure.matrices(X1, X2).reshape(n1 * n2, d)  # k_l(x_pl, x'_ql)
+        pairs = self._prior_pairs(np.repeat(query1, n2, axis=0), np.tile(query2, (n1, 1, 1)),
+                                  k_xx)
+        return pairs.reshape(n1, n2, *pairs.shape[1:])
+
+    def _prior_pairs(self, query1, query2, k_xx):
+        """``L_o(x) L_o'(x') k`` for B pairs (x, x'): ``query1`` = ``k_l(x_l, r_l)`` and
+        ``query2`` = ``k_l(r_l, x'_l)`` per reference row (B, R, d), ``k_xx`` = ``k_l(x_l,
+        x'_l)`` (B, d); (B, D, D)."""
         tt, ss = self.nodes[:, None, None], self.nodes[None, :, None]
         w1, w2 = self.weights, self.pair_weights
-        query = self._query_references(X)  # (P, R, d)
-        n_points, n_references, d = query.shape
+        n_points, n_references, d = query1.shape
         n_outputs = d + d * (d - 1) // 2
         prior = np.zeros((n_points, n_outputs, n_outputs))
         # weights of the (t, s) grid per block: order-1 / pair on the u side, then the w side
@@ -250,14 +275,16 @@ class ProductInteractionScheme(ProductShapleyScheme):
         off = ~np.eye(d, dtype=bool)
         ii, ll = np.nonzero(off)
         single = np.arange(d)
+        k_same = k_xx[:, None, None, None, :]
         for r in range(n_references):
             k_rr = self.reference_gram[r][None, :, None, None, :]
-            k_xr2 = query[:, :, None, None, :]
-            k_rx = query[:, r][:, None, None, None, :]
-            g = (1 - tt) * (1 - ss) * k_rr + tt * (1 - ss) * k_xr2 + (1 - tt) * ss * k_rx + tt * ss
-            a = ((1 - ss) * (k_xr2 - k_rr) + ss * (1.0 - k_rx)) / g
-            b = ((1 - tt) * (k_rx - k_rr) + tt * (1.0 - k_xr2)) / g
-            e = (k_rr - k_xr2 - k_rx + 1.0) / g - a * b
+            k_xr2 = query1[:, :, None, None, :]  # k(x, r')
+            k_rx = query2[:, r][:, None, None, None, :]  # k(r, x')
+            g = ((1 - tt) * (1 - ss) * k_rr + tt * (1 - ss) * k_xr2 + (1 - tt) * ss * k_rx
+                 + tt * ss * k_same)
+            a = ((1 - ss) * (k_xr2 - k_rr) + ss * (k_same - k_rx)) / g
+            b = ((1 - tt) * (k_rx - k_rr) + tt * (k_same - k_xr2)) / g
+            e = (k_rr - k_xr2 - k_rx + k_same) / g - a * b
             G = g.prod(-1)  # (P, R', m, m)
             U = np.concatenate([a * w1[:, None, None], _pair_products(a) * w2[:, None, None]], -1)
             V = np.concatenate([b * w1[None, :, None], _pair_products(b) * w2[None, :, None]],
