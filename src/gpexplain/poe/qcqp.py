@@ -263,4 +263,4 @@ def _dual_bound(scaled: QuadraticProblem, multipliers: np.ndarray, l1: float) ->
         W, certificate = solve_l1(inner, l1, tol=1e-12)
         return inner.value(W) + l1 * float(np.sum(np.abs(W))) - certificate["duality_gap"]
     W, certificate = inner.solve()
-    return inner.value(W) - (certificate["suboptimality_bound"] or np.inf)
+    return inner.value(W) - certificate["suboptimality_bound"]
