@@ -284,3 +284,44 @@ def test_lanczos_and_dense_smallest_eigenvalues_agree(monkeypatch):
     H = dense_objective_matrix(X, weights, S.matrix, np.ones((3, 3)))
     assert result.certificate["smallest_eigenvalue_bound"] == pytest.approx(
         np.linalg.eigvalsh(H)[0], rel=1e-8)
+
+
+def _r_max_reference(X, G, weights):
+    """All N (N - 1) pairs written per point, as cones on distances, tightly solved."""
+    n, d = X.shape
+    scale = np.abs(G).max()
+    V, radius = cp.Variable((n, d)), cp.Variable(n)
+    cones = [cp.norm(V[a] - V[b]) <= radius[a] for a in range(n) for b in range(n) if a != b]
+    program = cp.Problem(cp.Minimize(weights["F_grad"] * cp.sum_squares(V - G / scale)
+                                     + weights["R_max"] * cp.sum_squares(radius)), cones)
+    program.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    return scale * V.value
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_r_max_a_hundred_times_faithfulness_is_solved(seed):
+    """Issue 27: 10 of 10 such problems stopped at a certified gap ~1e-6 > 1e-7."""
+    rng = np.random.default_rng(seed)
+    X, G = rng.normal(size=(20, 4)), 3 * rng.normal(size=(20, 4))
+    weights = {"F_grad": 1.0, "R_max": 100.0}
+    result = gx.poe.transductive(X, G, lambdas=weights)
+    assert result.certificate["relative_gap"] <= 1e-7
+    reference = _r_max_reference(X, G, weights)
+    best = objective_of(reference, X, G, None, None, None, weights)
+    assert result.objective <= best * (1 + 1e-7)  # no worse than an independent solve
+    # strong convexity (F_grad weight 1): |W - W*|^2 <= J(W) - J(W*)
+    bound = np.sqrt(max(best - result.objective, 0.0) + result.certificate["duality_gap"])
+    assert np.linalg.norm(result.explanations - reference) <= 2 * bound + 1e-6
+
+
+def test_an_uncertified_r_max_solve_names_its_remedies(problem, monkeypatch):
+    from gpexplain.poe import qcqp
+
+    X, G, f, S, S_tilde = problem
+    monkeypatch.setattr(qcqp, "CERTIFIED_RTOL", 1e-300)  # a gap no solver reaches
+    weights = {"F_grad": 1.0, "R_max": 100.0}
+    with pytest.raises(gx.poe.POESolverError,
+                       match=r"Lower lambdas\['R_max'\] \(now 100 \(100 times.*tol="):
+        gx.poe.transductive(X, G, lambdas=weights, tol=1e-300)
+    result = gx.poe.transductive(X, G, lambdas=weights, tol=1e-5)  # accepts that gap
+    assert result.certificate["relative_gap"] <= 1e-5
