@@ -184,13 +184,18 @@ class QuadraticProblem:
             ("S", "R_avg", self.points, self._point_spectrum),
             ("S_tilde", "S", self.features, self._feature_spectrum),
         ):
-            if spectrum is None or spectrum[0].min() >= 0:
+            if spectrum is None:
                 continue
-            negative = "" if similarity.is_uniform else (
-                f", from its {int(np.sum(similarity.symmetric(len(spectrum[0])) < 0)) // 2} "
-                "negative pair(s)")
+            values = spectrum[0]
+            # a positive semi-definite Laplacian's zero eigenvalue may come out as -1e-16
+            if values.min() >= -ZERO_ROUNDING * len(values) * np.finfo(float).eps * np.max(
+                    np.abs(values)):
+                continue
+            pairs = 0 if similarity.is_uniform else int(
+                np.sum(similarity.symmetric(len(values)) < 0)) // 2
+            negative = f", from its {pairs} negative pair(s)" if pairs else ""
             culprits.append(f"the Laplacian of {name} (weighted by lambdas['{weight}']) has the "
-                            f"negative eigenvalue {spectrum[0].min():.3g}{negative}")
+                            f"negative eigenvalue {values.min():.3g}{negative}")
         return ": " + "; ".join(culprits) if culprits else ""
 
     def sylvester_solve(self, C: np.ndarray, shift: float = 0.0) -> np.ndarray:
@@ -312,11 +317,13 @@ class QuadraticProblem:
         W = vector.reshape(n, d)
         certificate = self._certificate(W, B, "preconditioned conjugate gradients", iterations[0])
         if not certificate["relative_residual"] <= 10 * rtol:
+            remedy = ("raise max_iter" if iterations[0] >= maxiter else
+                      "the conditioning limits the residual reached")
             raise POESolverError(
                 f"conjugate gradients stopped at relative residual "
                 f"{certificate['relative_residual']:.3g} > {rtol:g} after {iterations[0]} "
                 f"iterations (smallest eigenvalue {self.smallest_eigenvalue():.3g} of "
-                f"{self.largest_eigenvalue_bound():.3g}); raise max_iter or lambdas['F_grad']."
+                f"{self.largest_eigenvalue_bound():.3g}); {remedy}, or raise lambdas['F_grad']."
             )
         return W, certificate
 
