@@ -21,6 +21,7 @@ __all__ = [
     "check_feature_count",
     "check_feature_names",
     "check_finite_result",
+    "check_spread",
     "order_by_name",
 ]
 
@@ -207,6 +208,23 @@ def as_target(y, n_rows: int, name: str = "y") -> np.ndarray:
             )
     return values
 
+
+def check_spread(X: np.ndarray, names: list[str]) -> None:
+    """Refuse a column whose standard deviation overflows float64 (values beyond about 1e154).
+
+    Its squared deviations are infinite: standardised by an infinite scale, the column would
+    become zeros and be silently ignored, and the kernel's squared distances in original units
+    overflow too. ValueError names the column.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = X.std(axis=0)
+    overflowing = ~np.isfinite(spread)
+    if overflowing.any():
+        j = int(np.argmax(overflowing))
+        raise ValueError(
+            f"column {names[j]!r} has values up to {np.max(np.abs(X[:, j])):.3g}, beyond what "
+            "float64 can square (about 1e154); rescale it, e.g. into other units."
+        )
 
 
 def as_class_labels(y, n_rows: int, name: str = "y") -> np.ndarray:

@@ -429,3 +429,23 @@ def test_well_conditioned_indices_pass_the_identity_check_silently():
         result = gx.global_sensitivity(posterior)
     assert np.all(result.first_order <= result.total)
     assert result.shapley_effects.sum() == pytest.approx(result.total_variance, rel=1e-10)
+
+
+@pytest.mark.parametrize("factor", [1e40, 1e120, 1e-40])
+def test_indices_are_invariant_to_a_feature_in_huge_or_tiny_units(factor):
+    """Issue 27: a column with std beyond ~1e30 made the Gaussian closed forms overflow
+    (products like L (L + D) (L + 3 D) S1 ~ std^10), a FloatingPointError; the indices are
+    dimensionless, so rescaling a feature (its values, lengthscale and measure) changes none."""
+    posterior = _posterior(2, [0.8, 1.3])
+    X, y = posterior.train_inputs, posterior.train_targets
+    measure = Gaussian([0.1, -0.2], [1.1, 0.9])
+    scale = np.array([1.0, factor])
+    scaled = gx.ExactPosterior(X * scale, y, kernel=RBF(np.array([0.8, 1.3]) * scale, 1.1),
+                               noise=0.05, mean=0.2)
+    reference = gx.global_sensitivity(posterior, measure)
+    result = gx.global_sensitivity(
+        scaled, Gaussian(np.array([0.1, -0.2]) * scale, np.array([1.1, 0.9]) * scale))
+    for name in ("first_order", "total", "shapley_effects", "expected_total", "first_order_std",
+                 "total_std", "shapley_effects_std"):
+        np.testing.assert_allclose(getattr(result, name), getattr(reference, name),
+                                   rtol=1e-9, atol=1e-12 * reference.total_variance, err_msg=name)

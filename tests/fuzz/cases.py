@@ -6,21 +6,21 @@ Used by ``test_public_api.py`` (which asserts every outcome is ``ok``) and by
 
 from __future__ import annotations
 
-import signal
-from contextlib import contextmanager
-
 import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
 
 import gpexplain as gx
+from tests.fuzz.file_cases import FILE_CASES
 from tests.fuzz.harness import (
     Outcome,
     call,
     check_attribution,
     check_same_mean,
     classify_exception,
+    guarded,
 )
+from tests.fuzz.poe_cases import POE_CASES
 from tests.fuzz.strategies import (
     GRADIENT_KERNELS,
     build_kernel,
@@ -28,42 +28,6 @@ from tests.fuzz.strategies import (
     problems,
     queries,
 )
-
-SECONDS_PER_CALL = 30
-
-
-class _Hang(Exception):
-    pass
-
-
-@contextmanager
-def time_limit(seconds: int = SECONDS_PER_CALL):
-    """Interrupt a call that takes longer than ``seconds`` (a hang, for the fuzzer)."""
-
-    def interrupt(signum, frame):
-        raise _Hang
-
-    previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def guarded(case):
-    """Turn a time-out inside ``case`` into the ``hang`` outcome."""
-
-    def run(data) -> Outcome:
-        try:
-            with time_limit():
-                return case(data)
-        except _Hang:
-            return Outcome("hang", f"{case.__name__} exceeded {SECONDS_PER_CALL} s")
-
-    run.__name__ = case.__name__
-    return run
 
 
 def _posterior(data, kernels=None):
@@ -282,5 +246,5 @@ def invalid_parameter_case(data) -> Outcome:
 
 CASES = (
     integrated_gradients_case, gradients_case, baseline_labels_case, invalid_parameter_case,
-    mean_paths_case, random_features_case, default_names_case,
+    mean_paths_case, random_features_case, default_names_case, *POE_CASES, *FILE_CASES,
 )

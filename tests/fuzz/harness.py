@@ -7,8 +7,10 @@ Every fuzzed call ends in exactly one outcome:
 * ``silently_wrong``: a result that violates a documented property (completeness beyond the
   documented tolerance without a warning, an indefinite covariance, a mean that differs
   between ``return_cov=True`` and ``False``, labels used by position, a non-finite value);
-* ``unclear_error``: any other exception type, or a refusal that does not name the argument;
-* ``hang``: the call took longer than the time budget (checked by the caller).
+* ``unclear_error``: any other exception type, or a refusal that does not name the argument
+  (on the command line: any exit but 0, or exit 2 without one ``Error:`` line naming the
+  column at fault; ``classify_exit``);
+* ``hang``: the call took longer than ``SECONDS_PER_CALL`` (``guarded``).
 
 The checks are written against the README's promises, independently of the library's own
 ``completeness_gap`` (the targets are recomputed from ``ExactPosterior.predict``).
@@ -16,12 +18,15 @@ The checks are written against the README's promises, independently of the libra
 
 from __future__ import annotations
 
+import signal
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
 OUTCOMES = ("ok", "silently_wrong", "unclear_error", "hang")
+SECONDS_PER_CALL = 30
 
 # Completeness the README promises: 1e-10 relative for closed forms, 1e-8 for the graded
 # quadrature at 64 nodes. A violation beyond 1e-6 relative without a warning is a defect.
@@ -103,3 +108,53 @@ def call(function, *args, **kwargs):
     return result, None, any(
         "completeness" in str(w.message) or "accuracy" in str(w.message) for w in caught
     )
+
+
+class _Hang(Exception):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: int = SECONDS_PER_CALL):
+    """Interrupt a call that takes longer than ``seconds`` (a hang, for the fuzzer)."""
+
+    def interrupt(signum, frame):
+        raise _Hang
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def guarded(case):
+    """Turn a time-out inside ``case`` into the ``hang`` outcome."""
+
+    def run(data) -> Outcome:
+        try:
+            with time_limit():
+                return case(data)
+        except _Hang:
+            return Outcome("hang", f"{case.__name__} exceeded {SECONDS_PER_CALL} s")
+
+    run.__name__ = case.__name__
+    return run
+
+
+def classify_exit(result, names: tuple[str, ...]) -> Outcome:
+    """A command-line refusal is clear when it exits 2 with one ``Error:`` line naming one of
+    ``names`` (the column or option at fault); a crash (any other exit) never is."""
+    if result.exit_code == 2:
+        lines = result.output.strip().splitlines()
+        errors = [line for line in lines if line.startswith("Error: ")]
+        if len(errors) == 1 and any(name in errors[0] for name in names):
+            return Outcome("ok", "refused: exit 2")
+        return Outcome("unclear_error", f"exit 2 without one line naming {names}: "
+                                        f"{result.output.strip()[-300:]}")
+    if result.exit_code == 0:
+        return Outcome("ok")
+    error = result.exception
+    return Outcome("unclear_error", f"exit {result.exit_code}: {type(error).__name__}: {error}")

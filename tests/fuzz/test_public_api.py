@@ -23,6 +23,8 @@ from tests.fuzz.cases import (
     mean_paths_case,
     random_features_case,
 )
+from tests.fuzz.file_cases import FILE_CASES
+from tests.fuzz.poe_cases import POE_CASES
 
 settings.register_profile(
     "default-suite", max_examples=20, derandomize=True, deadline=None,
@@ -37,7 +39,7 @@ PROFILE = os.environ.get("GPEXPLAIN_FUZZ_PROFILE", "default-suite")
 # The defect classes of these cases are fixed: they run in the default suite.
 DEFAULT_CASES = (
     baseline_labels_case, gradients_case, integrated_gradients_case, invalid_parameter_case,
-    mean_paths_case, random_features_case, default_names_case,
+    mean_paths_case, random_features_case, default_names_case, *POE_CASES, *FILE_CASES,
 )
 
 

@@ -203,7 +203,7 @@ def test_an_unfinished_solve_is_an_error_not_a_result(problem):
 def test_indefinite_similarities_are_refused_not_solved(problem):
     X, G, f, _, _ = problem
     negative = -np.ones((9, 9))  # a Laplacian with eigenvalue -9 on non-constant vectors
-    with pytest.raises(ValueError, match="no unique minimiser"):
+    with pytest.raises(ValueError, match=r"unbounded below.*Laplacian of S .*above 18"):
         gx.poe.transductive(X, G, S=negative, lambdas={"F_grad": 0.1, "R_avg": 1.0})
     with pytest.raises(ValueError, match="negative eigenvalue"):
         gx.poe.transductive(X, G, S=negative,
@@ -213,3 +213,115 @@ def test_indefinite_similarities_are_refused_not_solved(problem):
     H = dense_objective_matrix(X, {"F_grad": 1.0, "R_avg": 1e-3}, negative, np.ones((3, 3)))
     want = np.linalg.solve(H, dense_rhs(X, G, f, {"F_grad": 1.0})).reshape(X.shape)
     assert np.allclose(result.explanations, want, atol=100 * np.linalg.cond(H) * EPS * 10)
+
+
+def _unbounded_problem():
+    """F_func, R_avg and one negative pair in S: the quadratic part is indefinite."""
+    rng = np.random.default_rng(1)
+    n, d = 6, 3
+    X, G, f = 10 * rng.normal(size=(n, d)), rng.normal(size=(n, d)), rng.normal(size=n)
+    S = np.abs(rng.normal(size=(n, n)))
+    S = S + S.T
+    S[0, 1] = S[1, 0] = -3.0
+    return X, G, f, S
+
+
+@pytest.mark.parametrize("weights", [
+    {"F_func": 1.0, "R_avg": 1.0, "C": 0.1},  # was "optimal" with duality gap 0
+    {"F_func": 1.0, "R_avg": 1.0},
+    {"F_grad": 1.0, "F_func": 1.0, "R_avg": 1.0, "C": 0.1},
+])
+def test_an_unbounded_objective_is_refused_not_reported_optimal(weights):
+    X, G, f, S = _unbounded_problem()
+    H = dense_objective_matrix(X, weights, S, np.ones((3, 3)))
+    values, vectors = np.linalg.eigh(H)
+    assert values[0] < -1.0  # independent check: the objective is unbounded below ...
+    direction = vectors[:, 0].reshape(X.shape)
+    far = [objective_of(t * direction, X, G, f, S, None, weights) for t in (1e2, 1e3)]
+    assert far[1] < far[0] < 0  # ... along the eigenvector of its negative eigenvalue
+    with pytest.raises(ValueError, match=r"unbounded below.*Laplacian of S.*negative pair"):
+        gx.poe.transductive(X, G, f, S=S, lambdas=weights)
+
+
+def test_function_matching_with_r_avg_and_no_f_grad_is_solved_every_time():
+    """Uniqueness was decided by the sign of a rounded zero eigenvalue (19 of 40 refused)."""
+    weights = {"F_func": 1.0, "R_avg": 1.0}
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        X, G, f = rng.normal(size=(6, 3)), rng.normal(size=(6, 3)), rng.normal(size=6)
+        S = gx.poe.similarity.gaussian(X, 1.0)
+        result = gx.poe.transductive(X, G, f, S=S, lambdas=weights)
+        H = dense_objective_matrix(X, weights, S.matrix, np.ones((3, 3)))
+        want = np.linalg.solve(H, dense_rhs(X, G, f, weights)).reshape(X.shape)
+        tolerance = 100 * np.linalg.cond(H) * EPS * np.linalg.norm(want)
+        assert np.linalg.norm(result.explanations - want) <= tolerance, seed
+
+
+def test_function_matching_that_misses_a_direction_has_no_unique_minimiser():
+    """Every x_n in a plane: R_avg and F_func leave a constant explanation along its normal."""
+    rng = np.random.default_rng(3)
+    X, G, f = rng.normal(size=(6, 3)), rng.normal(size=(6, 3)), rng.normal(size=6)
+    X[:, 2] = 0.0
+    S = gx.poe.similarity.gaussian(X, 1.0)
+    for weights in ({"F_func": 1.0, "R_avg": 1.0}, {"F_func": 1.0, "R_avg": 1.0, "C": 0.1}):
+        with pytest.raises(ValueError, match="no unique minimiser.*F_grad"):
+            gx.poe.transductive(X, G, f, S=S, lambdas=weights)
+
+
+def test_lanczos_and_dense_smallest_eigenvalues_agree(monkeypatch):
+    """Beyond DENSE_EIGENVALUE_LIMIT unknowns the same decision comes from Lanczos."""
+    from gpexplain.poe import _quadratic
+
+    X, G, f, S = _unbounded_problem()
+    monkeypatch.setattr(_quadratic, "DENSE_EIGENVALUE_LIMIT", 0)
+    with pytest.raises(ValueError, match="unbounded below"):
+        gx.poe.transductive(X, G, f, S=S, lambdas={"F_func": 1.0, "R_avg": 1.0})
+    rng = np.random.default_rng(0)
+    X, G, f = rng.normal(size=(6, 3)), rng.normal(size=(6, 3)), rng.normal(size=6)
+    S = gx.poe.similarity.gaussian(X, 1.0)
+    weights = {"F_func": 1.0, "R_avg": 1.0}
+    result = gx.poe.transductive(X, G, f, S=S, lambdas=weights)
+    H = dense_objective_matrix(X, weights, S.matrix, np.ones((3, 3)))
+    assert result.certificate["smallest_eigenvalue_bound"] == pytest.approx(
+        np.linalg.eigvalsh(H)[0], rel=1e-8)
+
+
+def _r_max_reference(X, G, weights):
+    """All N (N - 1) pairs written per point, as cones on distances, tightly solved."""
+    n, d = X.shape
+    scale = np.abs(G).max()
+    V, radius = cp.Variable((n, d)), cp.Variable(n)
+    cones = [cp.norm(V[a] - V[b]) <= radius[a] for a in range(n) for b in range(n) if a != b]
+    program = cp.Problem(cp.Minimize(weights["F_grad"] * cp.sum_squares(V - G / scale)
+                                     + weights["R_max"] * cp.sum_squares(radius)), cones)
+    program.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    return scale * V.value
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_r_max_a_hundred_times_faithfulness_is_solved(seed):
+    """Issue 27: 10 of 10 such problems stopped at a certified gap ~1e-6 > 1e-7."""
+    rng = np.random.default_rng(seed)
+    X, G = rng.normal(size=(20, 4)), 3 * rng.normal(size=(20, 4))
+    weights = {"F_grad": 1.0, "R_max": 100.0}
+    result = gx.poe.transductive(X, G, lambdas=weights)
+    assert result.certificate["relative_gap"] <= 1e-7
+    reference = _r_max_reference(X, G, weights)
+    best = objective_of(reference, X, G, None, None, None, weights)
+    assert result.objective <= best * (1 + 1e-7)  # no worse than an independent solve
+    # strong convexity (F_grad weight 1): |W - W*|^2 <= J(W) - J(W*)
+    bound = np.sqrt(max(best - result.objective, 0.0) + result.certificate["duality_gap"])
+    assert np.linalg.norm(result.explanations - reference) <= 2 * bound + 1e-6
+
+
+def test_an_uncertified_r_max_solve_names_its_remedies(problem, monkeypatch):
+    from gpexplain.poe import qcqp
+
+    X, G, f, S, S_tilde = problem
+    monkeypatch.setattr(qcqp, "CERTIFIED_RTOL", 1e-300)  # a gap no solver reaches
+    weights = {"F_grad": 1.0, "R_max": 100.0}
+    with pytest.raises(gx.poe.POESolverError,
+                       match=r"Lower lambdas\['R_max'\] \(now 100 \(100 times.*tol="):
+        gx.poe.transductive(X, G, lambdas=weights, tol=1e-300)
+    result = gx.poe.transductive(X, G, lambdas=weights, tol=1e-5)  # accepts that gap
+    assert result.certificate["relative_gap"] <= 1e-5

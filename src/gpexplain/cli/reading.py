@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
-from gpexplain._validation import as_feature_matrix
+from gpexplain._validation import as_feature_matrix, check_spread
 from gpexplain.cli.common import fail, say
 from gpexplain.datasets import read_table
 from gpexplain.encoding import CategoricalEncoder, is_categorical
@@ -30,6 +30,7 @@ __all__ = [
     "parse_baseline",
     "parse_rows",
     "read_frame",
+    "refuse_empty_columns",
     "resolve_target",
     "resolve_targets",
     "row_labels",
@@ -255,6 +256,13 @@ def handle_missing(frame: pd.DataFrame, missing: str) -> tuple[pd.DataFrame, lis
     rows_with_missing = absent.any(axis=1)
     if not rows_with_missing.any():
         return frame, []
+    if policy == "drop" and rows_with_missing.all():
+        column = frame.columns[int(np.argmax(absent.sum(axis=0)))]
+        raise ValueError(
+            f"--missing drop would drop every row: each has a missing value (column "
+            f"{str(column)!r} alone misses {int(absent.sum(axis=0).max())} of {len(frame)}); "
+            "leave the sparsest columns out with --drop, or fill them in"
+        )
     if policy == "error":
         row, column = np.argwhere(absent)[0]
         raise ValueError(
@@ -284,7 +292,8 @@ def split_target(frame: pd.DataFrame, target: str | list[str]
     check_numeric(X)
     numeric = [c for c in X.columns if not is_categorical(X[c])]
     if numeric:
-        as_feature_matrix(X[numeric], "X")  # names the row and column of a NaN/inf
+        values, _ = as_feature_matrix(X[numeric], "X")  # names the row and column of a NaN/inf
+        check_spread(values, numeric)  # the estimators' refusal, before any fit starts
     return X, frame[target]
 
 
@@ -309,8 +318,26 @@ def select(
                 raise ValueError(f"--drop removes the target column {name!r}")
     else:
         frame = frame.loc[:, [str(c) != target for c in frame.columns]]
+    refuse_empty_columns(frame, target)
     frame, dropped = handle_missing(frame, missing)
     return frame, target, dropped
+
+
+def refuse_empty_columns(frame: pd.DataFrame, target: str | None) -> None:
+    """ValueError naming a column that is missing in every row (a text column of empty
+    cells, say): no ``--missing`` policy helps (``drop`` would drop every row), so it says
+    to leave the column out with ``--drop``, or to choose another ``--target``."""
+    if len(frame) == 0:
+        return
+    for column in frame.columns:
+        if frame[column].isna().all():
+            name = str(column)
+            remedy = ("choose another --target" if name == target
+                      else f"leave it out with --drop {name}")
+            raise ValueError(
+                f"column {name!r} has no values (missing in all {len(frame)} rows); {remedy} "
+                "(--missing drop would drop every row)"
+            )
 
 
 def encode(X: pd.DataFrame) -> tuple[CategoricalEncoder, pd.DataFrame]:

@@ -164,11 +164,9 @@ class ProductStructure:
             columns = [self.feature_matrix(j, X[:, j], nodes) @ weights
                        for j, (nodes, weights) in enumerate(self._rules(measure))]
             return np.stack(columns, axis=-1).reshape(X.shape[0], self.n_features)
-        L = self._gaussian_squared_lengthscales(measure)
-        D = measure.std**2
-        centred_sq = (X - measure.mean) ** 2
+        L, D, (u,) = self._gaussian_units(measure, X)
         with np.errstate(divide="ignore", invalid="ignore"):
-            mu = np.sqrt(L / (L + D)) * np.exp(-0.5 * centred_sq / (L + D))
+            mu = np.sqrt(L / (L + D)) * np.exp(-0.5 * u * u / (L + D))
         return np.where(np.isinf(L), 1.0, mu)
 
     def double_embedding(self, measure) -> np.ndarray:
@@ -176,9 +174,9 @@ class ProductStructure:
         if isinstance(measure, _ATOM_MEASURES):
             return np.array([weights @ self.feature_matrix(j, nodes, nodes) @ weights
                              for j, (nodes, weights) in enumerate(self._rules(measure))])
-        L = self._gaussian_squared_lengthscales(measure)
+        L, D, _ = self._gaussian_units(measure)
         with np.errstate(divide="ignore", invalid="ignore"):
-            M = np.sqrt(L / (L + 2.0 * measure.std**2))
+            M = np.sqrt(L / (L + 2.0 * D))
         return np.where(np.isinf(L), 1.0, M)
 
     def second_moment(self, X1: np.ndarray, X2: np.ndarray, measure) -> np.ndarray:
@@ -191,11 +189,11 @@ class ProductStructure:
         """
         if isinstance(measure, _ATOM_MEASURES):
             return self._atom_products(X1, X2, measure, centred=False)
-        L = self._gaussian_squared_lengthscales(measure)
-        a, b = X1[:, None, :], X2[None, :, :]
+        L, D, (u, v) = self._gaussian_units(measure, X1, X2)
+        u, v = u[:, None, :], v[None, :, :]
         with np.errstate(divide="ignore", invalid="ignore"):
-            E2 = np.exp(-0.25 * (a - b) ** 2 / L) * np.sqrt(L / (L + 2.0 * measure.std**2)) * (
-                np.exp(-((0.5 * (a + b) - measure.mean) ** 2) / (L + 2.0 * measure.std**2))
+            E2 = np.exp(-0.25 * (u - v) ** 2 / L) * np.sqrt(L / (L + 2.0 * D)) * (
+                np.exp(-((0.5 * (u + v)) ** 2) / (L + 2.0 * D))
             )
         return np.where(np.isinf(L), 1.0, E2)
 
@@ -217,9 +215,8 @@ class ProductStructure:
         """
         if isinstance(measure, _ATOM_MEASURES):
             return self._atom_products(X1, X2, measure, centred=True)
-        L = self._gaussian_squared_lengthscales(measure)
-        D = measure.std**2
-        u, v = (X1 - measure.mean)[:, None, :], (X2 - measure.mean)[None, :, :]
+        L, D, (u, v) = self._gaussian_units(measure, X1, X2)
+        u, v = u[:, None, :], v[None, :, :]
         mu1, mu2 = self.embedding(X1, measure), self.embedding(X2, measure)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             delta = (
@@ -237,9 +234,9 @@ class ProductStructure:
             return np.array([-(weights @ np.expm1(self.log_feature_matrix(j, atoms, atoms))
                                @ weights)
                              for j, (atoms, weights) in enumerate(self._rules(measure))])
-        L = self._gaussian_squared_lengthscales(measure)
+        L, D, _ = self._gaussian_units(measure)
         with np.errstate(divide="ignore"):
-            return -np.expm1(-0.5 * np.log1p(2.0 * measure.std**2 / L))
+            return -np.expm1(-0.5 * np.log1p(2.0 * D / L))
 
     def centred_cross_moment(self, X: np.ndarray, measure) -> np.ndarray:
         """``lam[a, j] = E_s[(k_j(s, X[a, j]) - mu_j(X[a, j])) mu_j(s)]``, (n, n_features): the
@@ -261,7 +258,7 @@ class ProductStructure:
                 atom_embedding = weights @ self.centred_sections(j, atoms, atoms, weights)
                 columns.append(centred @ (weights * atom_embedding))
             return np.stack(columns, axis=-1).reshape(X.shape[0], self.n_features)
-        L, D, u = self._gaussian_squared_lengthscales(measure), measure.std**2, X - measure.mean
+        L, D, (u,) = self._gaussian_units(measure, X)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             delta = self._embedding_log_ratio(u, L, D)
             lam = self.double_embedding(measure) * self.embedding(X, measure) * np.expm1(delta)
@@ -294,8 +291,8 @@ class ProductStructure:
                 # replaced by its doubly centred form, which is small where they are
                 slabs.append(left @ self._doubly_centred_gram(j, atoms, weights) @ right.T)
             return np.stack(slabs, axis=-1).reshape(X1.shape[0], X2.shape[0], self.n_features)
-        L, D = self._gaussian_squared_lengthscales(measure), measure.std**2
-        u, v = (X1 - measure.mean)[:, None, :], (X2 - measure.mean)[None, :, :]
+        L, D, (u, v) = self._gaussian_units(measure, X1, X2)
+        u, v = u[:, None, :], v[None, :, :]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             S1 = L * L + 3.0 * L * D + D * D
             eps = 0.5 * np.log1p(D**4 / (L * (L + D) * (L + 2.0 * D) * (L + 3.0 * D))) - (
@@ -329,7 +326,7 @@ class ProductStructure:
                 centred = self._doubly_centred_gram(j, atoms, weights)
                 within[j] = weights @ centred**2 @ weights
             return M * M, between, within
-        L, D = self._gaussian_squared_lengthscales(measure), measure.std**2
+        L, D, _ = self._gaussian_units(measure)
         with np.errstate(divide="ignore", invalid="ignore"):
             d1 = np.expm1(0.5 * np.log1p(D * D / ((L + D) * (L + 3.0 * D))))
             d2 = np.expm1(0.5 * np.log1p(4.0 * D * D / (L * (L + 4.0 * D))))
@@ -392,6 +389,18 @@ class ProductStructure:
         """``log(nu(a) / (M mu(a)))`` for an SE factor under a Gaussian (centred ``u``)."""
         S1 = L * L + 3.0 * L * D + D * D
         return 0.5 * np.log1p(D * D / S1) - D * D * u * u / (2.0 * (L + D) * S1)
+
+    def _gaussian_units(self, measure, *points) -> tuple:
+        """``(L, D, [u, ...])`` of the Gaussian-measure closed forms in units of each feature's
+        std: ``L = l^2 / std^2``, ``D = 1``, ``u = (x - mean) / std`` for each array of points.
+
+        Every closed form is a function of ``L / D`` and ``u^2 / D`` (kernel values are
+        dimensionless), so these units change no value; in the file's units products such as
+        ``L (L + D) (L + 3 D) S1 ~ std^10`` overflow once a column's std passes ~1e30.
+        """
+        std = measure.std
+        L = self._gaussian_squared_lengthscales(measure) / std**2
+        return L, np.ones_like(L), [(P - measure.mean) / std for P in points]
 
     def _gaussian_squared_lengthscales(self, measure) -> np.ndarray:
         """Per feature, the squared lengthscale of the product of its SE factors (inf if none)."""

@@ -12,9 +12,10 @@ import warnings
 
 import numpy as np
 
+from gpexplain._validation import check_spread
+
 __all__ = [
     "FeatureScaling",
-    "check_spread",
     "constant_columns",
     "original_lengthscales",
     "target_scaling",
@@ -39,24 +40,6 @@ def warn_constant_columns(
             + f"{where} carry no information; {consequence}.",
             UserWarning,
             stacklevel=stacklevel,
-        )
-
-
-def check_spread(X: np.ndarray, names: list[str]) -> None:
-    """Refuse a column whose standard deviation overflows float64 (values beyond about 1e154).
-
-    Its squared deviations are infinite: standardised by an infinite scale, the column would
-    become zeros and be silently ignored, and the kernel's squared distances in original units
-    overflow too. ValueError names the column.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):
-        spread = X.std(axis=0)
-    overflowing = ~np.isfinite(spread)
-    if overflowing.any():
-        j = int(np.argmax(overflowing))
-        raise ValueError(
-            f"column {names[j]!r} has values up to {np.max(np.abs(X[:, j])):.3g}, beyond what "
-            "float64 can square (about 1e154); rescale it, e.g. into other units."
         )
 
 

@@ -50,6 +50,7 @@ from gpexplain._validation import (
     as_target,
     check_feature_count,
     check_feature_names,
+    check_spread,
 )
 from gpexplain.kernels import RBF
 from gpexplain.kernels.locally_linear import LocallyLinear
@@ -62,11 +63,7 @@ from gpexplain.models._fitting import (
     run_lbfgs,
 )
 from gpexplain.models._params import MULTISTART_CONSTRAINTS, ValidatedEstimator, Variance
-from gpexplain.models._standardisation import (
-    FeatureScaling,
-    check_spread,
-    warn_constant_columns,
-)
+from gpexplain.models._standardisation import FeatureScaling, warn_constant_columns
 from gpexplain.parallel import default_chunk_size, map_chunks
 from gpexplain.posterior.exact import ExactPosterior
 

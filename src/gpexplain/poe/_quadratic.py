@@ -26,9 +26,14 @@ import numpy as np
 from gpexplain.poe._inputs import POESolverError
 from gpexplain.poe.similarity import Similarity
 
-# A denominator lF + 2 lR a_i + 2 lS b_j below this fraction of the largest one makes the
-# operator singular to working precision: the minimiser is not unique (or does not exist).
-_SINGULAR_RTOL = 1e-13
+# Eigenvalues of A within ZERO_ROUNDING * (n d) * eps * max|eigenvalue| of zero are zero to
+# working precision: eigh's eigenvalues carry errors of a few eps * size * |A|, so an exact-zero
+# test (a Laplacian's zero eigenvalue comes out as +-1e-16) decides uniqueness by rounding.
+ZERO_ROUNDING = 10.0
+# With F_func and a Sylvester part that is not positive definite, the smallest eigenvalue of A
+# is computed from the dense (n d) x (n d) operator up to this many unknowns (eigvalsh, about a
+# second), and by Lanczos (ARPACK) beyond.
+DENSE_EIGENVALUE_LIMIT = 2000
 
 
 @dataclass
@@ -43,6 +48,7 @@ class QuadraticProblem:
     features: Similarity
     _point_spectrum: tuple = field(init=False, repr=False)
     _feature_spectrum: tuple = field(init=False, repr=False)
+    _smallest: float | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
         n, d = self.X.shape
@@ -101,22 +107,101 @@ class QuadraticProblem:
              if self._feature_spectrum is not None else np.zeros(1))
         return lF + a[:, None] + b[None, :], (a, b)
 
-    def smallest_eigenvalue_without_function(self) -> float:
-        values, _ = self.denominators()
-        return float(values.min())
+    def zero_tolerance(self) -> float:
+        """Eigenvalues of ``A`` this close to zero are zero to working precision:
+        ``ZERO_ROUNDING * (n d) * eps`` times the bound on the largest eigenvalue."""
+        n, d = self.X.shape
+        return ZERO_ROUNDING * n * d * np.finfo(float).eps * self.largest_eigenvalue_bound()
+
+    def smallest_eigenvalue(self) -> float:
+        """``lambda_min(A)``, or a lower bound on it (cached).
+
+        Exact from the Laplacians' spectra without F_func. With F_func (a positive
+        semi-definite term) the Sylvester part's smallest eigenvalue is a lower bound when it
+        is positive; otherwise (no F_grad, or an indefinite similarity) F_func decides, and
+        the eigenvalue of the full operator is computed (dense, or Lanczos beyond
+        ``DENSE_EIGENVALUE_LIMIT`` unknowns).
+        """
+        if self._smallest is None:
+            smallest = float(self.denominators()[0].min())
+            if self.uses_function and smallest <= self.zero_tolerance():
+                smallest = self._smallest_eigenvalue_with_function()
+            self._smallest = smallest
+        return self._smallest
+
+    def _smallest_eigenvalue_with_function(self) -> float:
+        from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+        n, d = self.X.shape
+        if n * d <= DENSE_EIGENVALUE_LIMIT:
+            dense = np.stack([self.apply(unit.reshape(n, d)).ravel() for unit in np.eye(n * d)])
+            return float(np.linalg.eigvalsh(dense)[0])
+        operator = LinearOperator(
+            (n * d, n * d), matvec=lambda v: self.apply(v.reshape(n, d)).ravel(), dtype=float
+        )
+        try:
+            return float(eigsh(operator, k=1, which="SA", return_eigenvectors=False)[0])
+        except ArpackNoConvergence as error:
+            raise POESolverError(
+                "could not certify that the objective has a unique minimiser (Lanczos did not "
+                "find the smallest eigenvalue of its quadratic part); give lambdas['F_grad'] a "
+                "weight > 0."
+            ) from error
+
+    def require_unique_minimiser(self) -> float:
+        """The certified ``lambda_min(A) > 0`` (strict convexity), or ValueError.
+
+        Raises
+        ------
+        ValueError
+            ``A`` has a negative eigenvalue (the objective is unbounded below: an indefinite
+            similarity Laplacian, named) or one that is zero to working precision (a whole
+            line of minimisers), with the F_grad weight that would make it positive.
+        """
+        smallest = self.smallest_eigenvalue()
+        tolerance = self.zero_tolerance()
+        if smallest > tolerance:
+            return smallest
+        needed = self.weights["F_grad"] - smallest + tolerance
+        remedy = f"Raise lambdas['F_grad'] above {needed:.3g}"
+        if smallest < -tolerance:
+            raise ValueError(
+                f"the objective is unbounded below (it has no minimiser): its quadratic part "
+                f"has the negative eigenvalue {smallest:.3g}{self._indefinite_similarities()}. "
+                f"{remedy}, or use a similarity with a positive semi-definite Laplacian (non-"
+                "negative entries: gx.poe.similarity.gaussian, knn or uniform)."
+            )
+        raise ValueError(
+            f"the objective has no unique minimiser: its quadratic part is singular (smallest "
+            f"eigenvalue {smallest:.3g}, zero to working precision {tolerance:.2g}). {remedy} "
+            "(F_grad = 0 leaves explanations that R_avg, S and F_func do not see undetermined)."
+        )
+
+    def _indefinite_similarities(self) -> str:
+        """``": the Laplacian of S ... has the negative eigenvalue ..."`` for each culprit."""
+        culprits = []
+        for name, weight, similarity, spectrum in (
+            ("S", "R_avg", self.points, self._point_spectrum),
+            ("S_tilde", "S", self.features, self._feature_spectrum),
+        ):
+            if spectrum is None:
+                continue
+            values = spectrum[0]
+            # a positive semi-definite Laplacian's zero eigenvalue may come out as -1e-16
+            if values.min() >= -ZERO_ROUNDING * len(values) * np.finfo(float).eps * np.max(
+                    np.abs(values)):
+                continue
+            pairs = 0 if similarity.is_uniform else int(
+                np.sum(similarity.symmetric(len(values)) < 0)) // 2
+            negative = f", from its {pairs} negative pair(s)" if pairs else ""
+            culprits.append(f"the Laplacian of {name} (weighted by lambdas['{weight}']) has the "
+                            f"negative eigenvalue {values.min():.3g}{negative}")
+        return ": " + "; ".join(culprits) if culprits else ""
 
     def sylvester_solve(self, C: np.ndarray, shift: float = 0.0) -> np.ndarray:
-        """Solve ``(A without F_func + shift I)(W) = C`` exactly through the eigenbases.
-
-        Raises ValueError when the operator is singular or indefinite (no unique minimiser).
-        """
+        """Solve ``(A without F_func + shift I)(W) = C`` exactly through the eigenbases (the
+        caller makes sure the operator is positive definite)."""
         values, _ = self.denominators(shift)
-        if values.min() <= _SINGULAR_RTOL * max(values.max(), np.finfo(float).tiny):
-            raise ValueError(
-                "the objective has no unique minimiser: its quadratic part is singular or "
-                f"indefinite (smallest eigenvalue {values.min():.3g}). Give F_grad a weight > 0, "
-                "or use similarities whose Laplacians are positive semi-definite."
-            )
         C = self._to_feature_basis(C)
         C = self._to_point_basis(C, values)
         return self._from_feature_basis(C)
@@ -169,6 +254,7 @@ class QuadraticProblem:
 
     def solve_rhs(self, B: np.ndarray, rtol: float = 1e-12, maxiter: int = 10_000):
         """Solve ``A(W) = B`` for any right-hand side; returns W and its certificate."""
+        self.require_unique_minimiser()
         if not self.uses_function:
             W = self.sylvester_solve(B)
             return W, self._certificate(W, B, "eigendecomposition", 0)
@@ -178,7 +264,7 @@ class QuadraticProblem:
         """An upper bound on the largest eigenvalue of ``A`` (F_func adds at most
         ``lFf max_n |x_n|^2``)."""
         values, _ = self.denominators()
-        bound = float(values.max())
+        bound = float(np.max(np.abs(values)))
         if self.uses_function:
             bound += self.weights["F_func"] * float(np.max(np.sum(self.X**2, axis=1)))
         return bound
@@ -193,22 +279,25 @@ class QuadraticProblem:
 
     def scaled(self, factor: float) -> QuadraticProblem:
         """The same problem with G and f divided by ``factor`` (its minimiser is W* / factor)."""
-        return QuadraticProblem(
+        scaled = QuadraticProblem(
             self.X, self.G / factor, None if self.f is None else self.f / factor,
             self.weights, self.points, self.features,
         )
+        scaled._smallest = self._smallest  # the operator A does not depend on G or f
+        return scaled
 
     def _conjugate_gradients(self, B, rtol, maxiter):
         from scipy.sparse.linalg import LinearOperator, cg
 
         n, d = self.X.shape
-        base = self.smallest_eigenvalue_without_function()
-        # Without F_grad the Sylvester part is singular on the constant explanations; a shift
-        # of the size of the F_func curvature keeps the preconditioner SPD (only its speed
-        # depends on it, not the solution).
-        shift = 0.0 if base > 0 else self.weights["F_func"] * float(np.mean(self.X**2))
-        if base <= 0 and shift == 0.0:
-            raise ValueError("the objective has no unique minimiser (F_func at x = 0 only).")
+        base = float(self.denominators()[0].min())
+        tolerance = self.zero_tolerance()
+        # Without F_grad the Sylvester part is singular on the constant explanations (or
+        # indefinite, with negative similarities, where F_func makes A positive definite); a
+        # shift past its smallest eigenvalue by the F_func curvature keeps the preconditioner
+        # SPD (only its speed depends on it, not the solution).
+        shift = 0.0 if base > tolerance else (
+            tolerance - base + self.weights["F_func"] * float(np.mean(self.X**2)))
         operator = LinearOperator(
             (n * d, n * d), matvec=lambda v: self.apply(v.reshape(n, d)).ravel(), dtype=float
         )
@@ -228,10 +317,13 @@ class QuadraticProblem:
         W = vector.reshape(n, d)
         certificate = self._certificate(W, B, "preconditioned conjugate gradients", iterations[0])
         if not certificate["relative_residual"] <= 10 * rtol:
+            remedy = ("raise max_iter" if iterations[0] >= maxiter else
+                      "the conditioning limits the residual reached")
             raise POESolverError(
                 f"conjugate gradients stopped at relative residual "
                 f"{certificate['relative_residual']:.3g} > {rtol:g} after {iterations[0]} "
-                "iterations; the objective may be unbounded (indefinite similarities)."
+                f"iterations (smallest eigenvalue {self.smallest_eigenvalue():.3g} of "
+                f"{self.largest_eigenvalue_bound():.3g}); {remedy}, or raise lambdas['F_grad']."
             )
         return W, certificate
 
@@ -239,14 +331,13 @@ class QuadraticProblem:
         """Residual of the normal equations and what it certifies.
 
         ``Q(W) - min Q = r^T A^{-1} r <= |r|^2 / lambda_min(A)`` and
-        ``|W - W*| <= |r| / lambda_min(A)``, with ``lambda_min(A) >=`` the smallest eigenvalue
-        of the Sylvester part (F_func only adds a positive semi-definite term).
+        ``|W - W*| <= |r| / lambda_min(A)``, with ``lambda_min(A)`` (or its lower bound) from
+        ``smallest_eigenvalue``, positive once ``require_unique_minimiser`` has passed.
         """
         residual = B - self.apply(W)
         norm = float(np.linalg.norm(residual))
         scale = max(float(np.linalg.norm(B)), np.finfo(float).tiny)
-        smallest = self.smallest_eigenvalue_without_function()
-        bounded = smallest > 0
+        smallest = self.smallest_eigenvalue()
         return {
             "method": method,
             # a residual above tolerance raises before a result is returned
@@ -254,7 +345,7 @@ class QuadraticProblem:
             "iterations": int(iterations),
             "residual_norm": norm,
             "relative_residual": norm / scale,
-            "smallest_eigenvalue_bound": smallest if bounded else None,
-            "error_bound": norm / smallest if bounded else None,
-            "suboptimality_bound": norm**2 / smallest if bounded else None,
+            "smallest_eigenvalue_bound": smallest,
+            "error_bound": norm / smallest,
+            "suboptimality_bound": norm**2 / smallest,
         }

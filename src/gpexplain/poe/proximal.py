@@ -64,13 +64,12 @@ def solve_l1(
     Raises
     ------
     ValueError
-        No unique minimiser (``lambda_min(A) <= 0``).
+        No unique minimiser (``lambda_min(A)`` zero to working precision, or negative: the
+        objective is unbounded below).
     POESolverError
         The gap did not fall below ``tol`` within ``max_iter`` iterations (gap reported).
     """
-    smallest = problem.smallest_eigenvalue_without_function()
-    if smallest <= 0 and not problem.uses_function:
-        problem.sylvester_solve(problem.rhs())  # raises the no-unique-minimiser ValueError
+    smallest = problem.require_unique_minimiser()
     scale = problem.data_scale()
     scaled = problem.scaled(scale)
     threshold_weight = l1 / scale
@@ -102,13 +101,12 @@ def solve_l1(
             f"the proximal solver stopped after {iteration} iterations at relative duality gap "
             f"{relative:.3g} > tol {tol:g}; raise max_iter or tol."
         )
-    strong = smallest if smallest > 0 else None
     return scale * W, {
         "method": "FISTA with adaptive restart",
         "status": "optimal",  # a gap above tol raises before a result is returned
         "iterations": iteration,
         "duality_gap": gap * scale**2,
         "relative_gap": relative,
-        "error_bound": float(scale * np.sqrt(gap / strong)) if strong else None,
+        "error_bound": float(scale * np.sqrt(gap / smallest)),
         "scale": scale,
     }

@@ -14,7 +14,8 @@ the weights:
   (``gpexplain.poe._quadratic``); certified by the residual;
 * with C (L1) but not R_max: accelerated proximal gradient, certified by a duality gap
   (``gpexplain.poe.proximal``);
-* with R_max: the epigraph QCQP of eq. 12 in cvxpy (``gpexplain.poe.qcqp``).
+* with R_max: the epigraph program of eq. 12 in cvxpy, as a second-order cone program
+  (``gpexplain.poe.qcqp``).
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def transductive(
     feature_names : list of str, optional
     tol : float, default 1e-10
         Relative accuracy: residual of the normal equations (quadratic case, tightened to
-        1e-12) or relative duality gap (L1).
+        1e-12) or relative duality gap (L1; with R_max the gap accepted is ``max(tol, 1e-7)``,
+        the interior-point solver's reach).
     max_iter : int
         Iteration limit of the iterative solvers.
 
@@ -134,7 +136,7 @@ def transductive(
     problem = QuadraticProblem(X, G, f, weights, points, features)
 
     if weights["R_max"]:
-        W, certificate = solve_qcqp(problem, weights["R_max"], weights["C"])
+        W, certificate = solve_qcqp(problem, weights["R_max"], weights["C"], tol)
     elif weights["C"]:
         W, certificate = solve_l1(problem, weights["C"], tol=tol, max_iter=max_iter)
     else:
@@ -145,7 +147,7 @@ def transductive(
     if "solver_value" in certificate:
         mismatch = abs(total - certificate["solver_value"]) / max(abs(total), np.finfo(float).tiny)
         certificate["recomputed_value"] = total
-        if mismatch > 1e-6:
+        if mismatch > max(1e-6, tol):
             raise POESolverError(
                 f"the solver reported objective {certificate['solver_value']:.10g} but its "
                 f"explanations give {total:.10g} (relative mismatch {mismatch:.2g})."
