@@ -163,11 +163,11 @@ def test_importance_summary_writes_json_values_or_why_not():
 
     importance = GlobalImportance(
         mean=np.array([1.0, 2.0]), std=np.array([0.1, 0.2]), cov=None,
-        probability_greater=np.array([[0.0, np.nan], [np.nan, 0.0]]),
+        probability_greater=None,
         probability_standard_error=0.0, summary="mean_abs", n_points=3, n_samples=0,
         feature_names=["a", "b"], method="m", note="bounded")
     written = importance_summary(importance)
-    assert written["probability_greater"] == {"a": {"b": None}, "b": {"a": None}}
+    assert written["probability_greater"] is None
     assert written["std"] == {"a": 0.1, "b": 0.2} and written["note"] == "bounded"
     assert json.loads(json.dumps(written)) == written
     assert importance_summary(None, "too many rows") == {"skipped": "too many rows"}

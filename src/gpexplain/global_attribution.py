@@ -319,10 +319,10 @@ class GlobalImportance:
     cov : ndarray (n_features, n_features) or None
         Posterior covariance between the importances (exact; ``mean`` and ``mean_sq``
         summaries only, None for ``mean_abs``).
-    probability_greater : ndarray (n_features, n_features)
+    probability_greater : ndarray (n_features, n_features) or None
         ``[a, b]``: posterior probability that feature a's importance exceeds feature b's
         (exact for ``mean``; Monte Carlo over the exact joint Gaussian of the attributions
-        otherwise; NaN where not computed, see ``note``).
+        otherwise); None where not computed (``note`` says why).
     probability_standard_error : float
         Largest Monte Carlo standard error of an entry of ``probability_greater``
         (``sqrt(p (1 - p) / n_samples)``, at most ``0.5 / sqrt(n_samples)``); 0.0 when exact.
@@ -340,7 +340,7 @@ class GlobalImportance:
     mean: np.ndarray
     std: np.ndarray
     cov: np.ndarray | None
-    probability_greater: np.ndarray
+    probability_greater: np.ndarray | None
     probability_standard_error: float
     summary: str
     n_points: int
@@ -354,7 +354,8 @@ class GlobalImportance:
         for name in ("mean", "std"):
             if np.shape(getattr(self, name)) != (n_features,):
                 raise ValueError(f"{name} must have shape ({n_features},).")
-        if np.shape(self.probability_greater) != (n_features, n_features):
+        if self.probability_greater is not None and \
+                np.shape(self.probability_greater) != (n_features, n_features):
             raise ValueError(f"probability_greater must have shape ({n_features}, {n_features}).")
 
     @property
@@ -364,14 +365,19 @@ class GlobalImportance:
     def to_frame(self) -> pd.DataFrame:
         """One row per feature: ``feature``, ``importance`` (posterior mean), ``std`` and
         ``min_probability_greater``, the smallest posterior probability that it exceeds
-        another feature's importance (NaN where the probabilities were not computed)."""
-        pairwise = np.where(np.eye(self.n_features, dtype=bool), 1.0, self.probability_greater)
-        return pd.DataFrame({
+        another feature's importance (a column left out where the probabilities were not
+        computed)."""
+        frame = pd.DataFrame({
             "feature": list(self.feature_names),
             "importance": self.mean,
             "std": self.std,
-            "min_probability_greater": pairwise.min(axis=1) if self.n_features > 1 else 1.0,
         })
+        if self.probability_greater is not None:
+            pairwise = np.where(np.eye(self.n_features, dtype=bool), 1.0,
+                                self.probability_greater)
+            frame["min_probability_greater"] = (pairwise.min(axis=1) if self.n_features > 1
+                                                else 1.0)
+        return frame
 
     def __repr__(self) -> str:
         return (f"GlobalImportance({self.summary} of {self.method}: {self.n_features} features "

@@ -352,9 +352,9 @@ def _importance(summary: dict, attr: Attribution, class_key: str | None = None):
     if "mean" not in written or list(written["mean"]) != names:
         reason = written.get("skipped", "not computed for this run")
         return None, f"no error bars ({_text(reason)})"
-    probability = np.array([[0.0 if a == b else np.nan if written["probability_greater"][a][b]
-                             is None else written["probability_greater"][a][b]
-                             for b in names] for a in names])
+    given = written.get("probability_greater")
+    probability = None if given is None else np.array(
+        [[0.0 if a == b else given[a][b] for b in names] for a in names])
     importance = GlobalImportance(
         mean=np.array([written["mean"][n] for n in names]),
         std=np.array([written["std"][n] for n in names]), cov=None,
@@ -370,7 +370,7 @@ def _importance(summary: dict, attr: Attribution, class_key: str | None = None):
 def _ranking_table(importance, leading: int = 5) -> str:
     """``P(importance of the row's feature > the column's)`` among the leading features, with
     its Monte Carlo standard error; "" without probabilities."""
-    if importance is None or np.isnan(importance.probability_greater).all():
+    if importance is None or importance.probability_greater is None:
         return ""
     order = np.argsort(-importance.mean, kind="stable")[:leading]
     names = [importance.feature_names[i] for i in order]

@@ -213,9 +213,8 @@ def importance_summary(importance, reason: str = "") -> dict:
         "summary": "mean |attribution| over the explained rows (posterior)",
         "mean": dict(zip(names, map(float, importance.mean), strict=True)),
         "std": dict(zip(names, map(float, importance.std), strict=True)),
-        "probability_greater": {
-            a: {b: None if np.isnan(probability[i, j]) else float(probability[i, j])
-                for j, b in enumerate(names) if j != i}
+        "probability_greater": None if probability is None else {
+            a: {b: float(probability[i, j]) for j, b in enumerate(names) if j != i}
             for i, a in enumerate(names)
         },
         "probability_standard_error": float(importance.probability_standard_error),

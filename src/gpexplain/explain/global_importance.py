@@ -25,7 +25,7 @@ Cost: the covariance blocks of ``PointCovariance`` (stated there) over the n^2 /
 points, plus per pair O(D^2) for ``mean`` and ``mean_sq`` and D bivariate normal CDFs (eight
 Owen's T evaluations each) for ``mean_abs``; memory stays at one block pair. The probabilities
 of ``mean_abs``/``mean_sq`` need the dense (n D)^2 matrix and its eigendecomposition, O((n D)^3):
-they are computed when ``n D <= max_joint`` and left NaN (with a note) above.
+they are computed when ``n D <= max_joint`` and are None (with a note) above.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def global_importance(
         error at most ``0.5 / sqrt(n_samples)`` (0.008 at the default).
     max_joint : int, default 3000
         Largest ``n_points * n_features`` for which the probabilities are sampled (the dense
-        joint covariance and its eigendecomposition, O((n D)^3)); above it they are NaN and
-        ``note`` says so. The moments are computed for any n.
+        joint covariance and its eigendecomposition, O((n D)^3)); above it
+        ``probability_greater`` is None and ``note`` says so. The moments are computed for any n.
     random_state : int or numpy.random.Generator, default 0
     client : distributed.Client, optional
         Compute the covariance blocks on this Dask cluster.
@@ -166,7 +166,8 @@ def importance_of(attribution, summary: str = "mean_abs", *, n_samples: int = 40
         used_samples, standard_error = n_samples, _standard_error(probability, n_samples)
     else:
         probability, note = _not_sampled(n_points, n_features, max_joint)
-    np.fill_diagonal(probability, 0.0)  # strictly greater than itself: never
+    if probability is not None:
+        np.fill_diagonal(probability, 0.0)  # strictly greater than itself: never
     return GlobalImportance(
         mean=expected, std=std, cov=cov, probability_greater=probability,
         probability_standard_error=standard_error, summary=summary, n_points=n_points,
@@ -181,10 +182,10 @@ def _standard_error(probability: np.ndarray, n_samples: int) -> float:
 
 
 def _not_sampled(n_points: int, n_features: int, max_joint: int):
-    """NaN probabilities and the note saying why (``n D`` above ``max_joint``)."""
+    """No probabilities (None), and the note saying why (``n D`` above ``max_joint``)."""
     note = (f"probabilities not computed: n_points x n_features = {n_points * n_features} "
             f"exceeds max_joint = {max_joint} (dense joint covariance, O((n D)^3)).")
-    return np.full((n_features, n_features), np.nan), note
+    return None, note
 
 
 def _mixture_importance(attribution, summary, n_samples, max_joint, random_state):
@@ -222,7 +223,8 @@ def _mixture_importance(attribution, summary, n_samples, max_joint, random_state
         used, standard_error = n_samples, _standard_error(probability, n_samples)
     else:
         probability, note = _not_sampled(n_points, n_features, max_joint)
-    np.fill_diagonal(probability, 0.0)
+    if probability is not None:
+        np.fill_diagonal(probability, 0.0)
     return GlobalImportance(
         mean=expected, std=np.sqrt(np.maximum(variance, 0.0)), cov=cov,
         probability_greater=probability, probability_standard_error=standard_error,
