@@ -124,3 +124,19 @@ def test_icm_hyperparameters_stay_in_the_single_output_box():
     assert np.all((relative >= 1e-4 * (1 - 1e-9)) & (relative <= 1e5 * (1 + 1e-9)))
     noise = np.unique(np.round(posterior.noise, 15))
     assert np.all(noise >= 1e-6 * Y.var(0).min() * (1 - 1e-9))
+
+
+def test_icm_rank_limits_the_shared_part_of_b():
+    """rank=1: B = S (w w^T + diag(v)) S, so its off-diagonal entries are those of a rank-one
+    matrix: B_01 B_23 = B_02 B_13 (four outputs)."""
+    X, y = gx.datasets.load_dataset("wine-quality-red")
+    rows = np.random.default_rng(1).choice(len(X), 50, replace=False)
+    targets = ["alcohol", "pH", "density"]
+    features = X.iloc[rows].drop(columns=targets)
+    Y = np.column_stack([y.iloc[rows], X.iloc[rows][targets]])
+    B = gx.GPRegressor(multi_output="icm", rank=1).fit(features, Y).coregionalization_
+    np.testing.assert_allclose(B[0, 1] * B[2, 3], B[0, 2] * B[1, 3], rtol=1e-8)
+    with pytest.raises(ValueError, match="rank must be at most the number of outputs, 4"):
+        gx.GPRegressor(multi_output="icm", rank=5).fit(features, Y)
+    with pytest.raises(ValueError, match="rank"):
+        gx.GPRegressor(multi_output="icm", rank=0).fit(features, Y)

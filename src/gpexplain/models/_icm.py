@@ -5,13 +5,14 @@ Model (Bonilla, Chai and Williams, *Multi-task Gaussian process prediction*, 200
 standardised inputs and per-column standardised targets:
 
     f_i ~ GP with Cov[f_i(x), f_j(x')] = B_ij k(x, x'),   k = ARD squared exponential (variance 1)
-    B = W W^T + diag(v)   (W: t x t, full rank; v > 0)
+    B = W W^T + diag(v)   (W: t x r, r = rank <= t; v > 0)
     y_ni = f_i(x_n) + eps_ni,   eps_ni ~ N(0, noise_i)   (every output observed at every row)
 
 The log marginal likelihood of the n t observations, ``K = B kron k(X, X) + diag(noise)``
 (task-major), is maximised over (log lengthscales, W, log v, log noise) by torch's L-BFGS
-(strong Wolfe) in float64 from one start (lengthscales 1, ``W W^T`` the empirical correlation
-of the standardised columns times 0.9, v = 0.1, noise 0.1). The log lengthscales and log
+(strong Wolfe) in float64 from one start (lengthscales 1, W the first r columns of the
+Cholesky factor of 0.9 times the empirical correlation of the standardised columns plus 0.1 I,
+v = 0.1, noise 0.1). The log lengthscales and log
 noises stay in the single-output fit's box (``_se_likelihood.LOG_BOUNDS``, through a
 sigmoid): unbounded, a 40-row fit drove lengthscales to 1e27 and the noise to zero. The result
 in the original units is a ``CoregionalizedPosterior`` with ``B_orig = S B S`` (S the column
@@ -31,7 +32,8 @@ from gpexplain.posterior.multi_output import CoregionalizedPosterior
 __all__ = ["fit_icm"]
 
 
-def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int):
+def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int,
+            rank: int | None = None):
     """Fit the ICM of the module docstring; return ``(posterior, log marginal likelihood)``.
 
     Parameters
@@ -41,6 +43,8 @@ def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int):
     names, output_names : list of str
     max_iter : int
         L-BFGS iterations.
+    rank : int, optional
+        Columns of W (default t).
 
     Raises
     ------
@@ -59,7 +63,8 @@ def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int):
     correlation = np.corrcoef(((Y - y_mean) / y_scale).T) if n > 1 else np.eye(t)
     factor = np.linalg.cholesky(0.9 * np.nan_to_num(correlation) + 0.1 * np.eye(t))
     raw_lengthscale = _unbounded(np.zeros(X.shape[1]), "lengthscale")
-    W = torch.tensor(factor, dtype=torch.float64, requires_grad=True)
+    W = torch.tensor(factor[:, :t if rank is None else rank].copy(), dtype=torch.float64,
+                     requires_grad=True)
     log_v = torch.full((t,), np.log(0.1), dtype=torch.float64, requires_grad=True)
     raw_noise = _unbounded(np.full(t, np.log(0.1)), "noise")
     parameters = [raw_lengthscale, W, log_v, raw_noise]

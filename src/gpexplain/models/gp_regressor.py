@@ -98,6 +98,10 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         Seed of the random starting points (and of the ``restart_rows`` subsample).
     multi_output : {"independent", "icm"}, default "independent"
         For a 2-D y only: independent GPs per column, or one ICM of all columns (below).
+    rank : int, optional
+        ``multi_output="icm"`` only: the rank r of ``W`` (t x r) in ``B = W W^T + diag(v)``,
+        1 to t (default t, full rank). A low rank says the outputs share r latent functions
+        plus their own independent parts.
     restart_rows : int, optional
         Squared-exponential kernels with restarts only: run every start on a seeded subsample
         of this many (distinct) rows, then refine the best one on all rows, one start. The
@@ -121,11 +125,11 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     ``predict`` returns (n_points, t) arrays, the fitted attributes below are arrays or lists
     over the outputs, ``estimators_`` holds the t single-output fits and ``output_names_``
     their names. ``multi_output="icm"`` instead fits one intrinsic coregionalisation model of
-    all columns (``k((x, i), (x', j)) = B_ij k(x, x')``, ARD squared exponential, full-rank
-    ``B = W W^T + diag(v)``, noise per output; Bonilla, Chai and Williams 2008; one L-BFGS
-    start, ``models._icm``): ``posterior_`` is a ``gx.CoregionalizedPosterior`` and
-    ``coregionalization_`` the fitted B in the units of y. Sums of ICM terms (LMC) are not
-    available yet.
+    all columns (``k((x, i), (x', j)) = B_ij k(x, x')``, ARD squared exponential,
+    ``B = W W^T + diag(v)`` with W of ``rank`` columns, noise per output; Bonilla, Chai and
+    Williams 2008; one L-BFGS start, ``models._icm``): ``posterior_`` is a
+    ``gx.CoregionalizedPosterior`` and ``coregionalization_`` the fitted B in the units of y.
+    Sums of ICM terms (LMC) are not available yet.
 
     Attributes
     ----------
@@ -183,6 +187,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         "restart_rows": Integer(2, allow_none=True),
         "hyperparameter_rows": Integer(2, allow_none=True),
         "multi_output": Options(("independent", "icm")),
+        "rank": Integer(1, allow_none=True),
     }
 
     def __init__(
@@ -196,6 +201,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         restart_rows: int | None = None,
         hyperparameter_rows: int | None = None,
         multi_output: str = "independent",
+        rank: int | None = None,
     ):
         self._store_parameters(locals())
 
@@ -235,10 +241,14 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         X, _, names = self._validate_data(X, first)
         Y = np.column_stack([as_target(column, len(X), f"y column {name!r}")
                              for name, column in columns.items()])
+        rank = len(columns) if self.rank is None else self.rank
+        if rank > len(columns):
+            raise ValueError(f"rank must be at most the number of outputs, {len(columns)}; got "
+                             f"{rank}.")
         # One start on the task-augmented set: its (n t) x (n t) matrices are what costs.
         check_exact_size(Y.size, 1)
         with native_threads(len(X) * len(columns)):
-            posterior, lml = fit_icm(X, Y, names, list(columns), self.max_iter)
+            posterior, lml = fit_icm(X, Y, names, list(columns), self.max_iter, rank)
         self.output_names_ = list(columns)
         self.posterior_ = posterior
         self.kernel_ = posterior.kernel
