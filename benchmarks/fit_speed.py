@@ -20,7 +20,8 @@ Rows repeated exactly are fitted once (as GPRegressor does), for both libraries.
 
     .venv/bin/python benchmarks/fit_speed.py                  # n = 500, 1000, 2000, 5000
     .venv/bin/python benchmarks/fit_speed.py --sizes 300 --quick   # smoke test, no JSON
-    .venv/bin/python benchmarks/fit_speed.py --sizes 2000 --old-path-sizes "" --results fit_speed_2000
+    .venv/bin/python benchmarks/fit_speed.py --sizes 2000 --old-path-sizes "" \
+        --results fit_speed_2000   # other sizes into their own JSON
 """
 
 from __future__ import annotations
