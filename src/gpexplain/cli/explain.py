@@ -149,10 +149,6 @@ def _check_single_target_options(request: Request, task: str) -> None:
     if several and request.variance:
         raise ValueError("--explain variance applies to one --target; with several use "
                          "gx.explain_variance(model.posterior_.marginal(name), X) in Python")
-    if several and request.save_model is not None:
-        raise ValueError("--save-model applies to one --target (a model of several targets "
-                         "cannot be reloaded with --model-from yet); save it in Python with "
-                         "gx.save")
 
 
 def _stage(progress: Progress | PlainProgress, description: str, work):
@@ -458,9 +454,6 @@ def command(
             choice = check_choice(model, kernel, method, seed, n_inducing, game, background,
                                   multi_output)
         else:
-            if isinstance(target, list):
-                raise ValueError("--model-from explains a saved model of one target; give at "
-                                 "most one --target")
             defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None, MULTI_OUTPUT_CHOICES[0])
             if save_model is not None or (model, kernel, n_inducing, multi_output) != defaults:
                 raise ValueError(
@@ -468,6 +461,9 @@ def command(
                     "--n-inducing, --multi-output and --save-model"
                 )
             loaded = saved.load_model(model_from, method, game, background)
+            if isinstance(target, list) and target != loaded.target:
+                raise ValueError(f"--model-from {model_from} explains the targets it was fitted "
+                                 f"on, {loaded.target}; drop --target or give those")
             choice, target = loaded.choice, target or loaded.target
             missing = missing or loaded.missing
         if explain.strip().lower() not in ("mean", "variance"):

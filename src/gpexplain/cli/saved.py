@@ -8,7 +8,8 @@ the fitted ``gx.make_pipeline`` of its encoder and the model (``CategoricalPipel
 that the same file's text columns are encoded as in the fit. A directory saved from Python (no
 ``cli.json``; an estimator or a fitted pipeline) works too: the model option is read off the
 estimator's class. A saved ``GPClassifier`` explains in the classification mode (``--model
-exact`` or ``sparse`` both fit it; ``cli.json`` says which).
+exact`` or ``sparse`` both fit it; ``cli.json`` says which); a model of several targets (a
+``GPRegressor`` fitted on a 2-D y) in the multi-output mode, its targets its output names.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 from sklearn.base import clone
 
-from gpexplain.cli.choices import Choice, check_choice
+from gpexplain.cli.choices import MULTI_OUTPUT_CHOICES, Choice, check_choice
 from gpexplain.encoding import CategoricalEncoder
 from gpexplain.models.families import FAMILIES
 from gpexplain.persistence import load
@@ -40,7 +41,10 @@ def _family_of(model) -> tuple[str, object] | None:
 
 
 def task_of(model) -> str:
-    """The task a saved estimator was fitted for (its family's)."""
+    """The task a saved estimator was fitted for (its family's; ``"multi-output"`` for a
+    model of several targets)."""
+    if getattr(model, "output_names_", None) is not None:
+        return "multi-output"
     return _family_of(model)[1].task
 
 
@@ -53,12 +57,12 @@ class Saved:
     model: object
     encoder: CategoricalEncoder | None
     choice: Choice
-    target: str | None
+    target: str | list[str] | None
     missing: str | None
 
 
-def save_model(model, encoder: CategoricalEncoder, choice: Choice, target: str, missing: str,
-               directory: Path) -> None:
+def save_model(model, encoder: CategoricalEncoder, choice: Choice, target: str | list[str],
+               missing: str, directory: Path) -> None:
     """Save ``model`` (with ``encoder`` when the table has text columns, as a fitted
     ``CategoricalPipeline``) plus the choices, target and ``missing`` policy in ``cli.json``."""
     if encoder.categorical_:
@@ -70,7 +74,7 @@ def save_model(model, encoder: CategoricalEncoder, choice: Choice, target: str, 
     record = {
         "model": choice.model, "kernel": choice.kernel, "method": choice.method,
         "seed": choice.seed, "n_inducing": choice.n_inducing, "target": target,
-        "missing": missing.strip().lower(),
+        "missing": missing.strip().lower(), "multi_output": choice.multi_output,
     }
     (directory / CHOICES_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
@@ -99,12 +103,9 @@ def load_model(directory: Path, method: str, game: str | None = None,
             f"--model {models} or a GPClassifier"
         )
     name, entry = found
-    if getattr(model, "output_names_", None) is not None:
-        raise ValueError(
-            f"--model-from {directory} holds a model of several targets "
-            f"({', '.join(map(repr, model.output_names_))}), which the command line explains "
-            "only as it fits it; explain it in Python with gx.integrated_gradients(model, X)"
-        )
+    outputs = getattr(model, "output_names_", None)
+    # A model of several targets: its form is the estimator's own parameter.
+    multi_output = model.multi_output if outputs is not None else MULTI_OUTPUT_CHOICES[0]
     # The --model option: the family's own, or for the classifier the one cli.json names.
     options = entry.cli_names or (name,)
     option = record.get("model") if record.get("model") in options else options[0]
@@ -121,20 +122,22 @@ def load_model(directory: Path, method: str, game: str | None = None,
         option, "ard" if own_kernel or not named else model.kernel, method,
         record.get("seed", 0),
         record.get("n_inducing") if "n_inducing" in FAMILIES.get(option).options else None,
-        game, background,
+        game, background, multi_output,
     )
     if not named:
         choice = replace(choice, kernel=f"{type(model.kernel).__name__} (saved from Python)")
-    return Saved(model, encoder, choice, record.get("target"), record.get("missing"))
+    target = record.get("target") if outputs is None else list(outputs)
+    return Saved(model, encoder, choice, target, record.get("missing"))
 
 
-def saved_features(frame: pd.DataFrame, saved: Saved, target: str | None) -> pd.DataFrame:
+def saved_features(frame: pd.DataFrame, saved: Saved,
+                   target: str | list[str] | None) -> pd.DataFrame:
     """The saved model's feature columns of ``frame`` (those its encoder was fitted on, where
     it has one), matched by name.
 
-    The target column (when present) is dropped; any other column the model was not fitted
-    on is refused, like a missing one: explaining rows of another table would be silently
-    wrong.
+    The target columns (when present) are dropped; any other column the model was not
+    fitted on is refused, like a missing one: explaining rows of another table would be
+    silently wrong.
 
     Raises
     ------
@@ -145,7 +148,8 @@ def saved_features(frame: pd.DataFrame, saved: Saved, target: str | None) -> pd.
     names = list(saved.model.feature_names_in_ if saved.encoder is None
                  else saved.encoder.columns_)
     missing = [name for name in names if name not in frame.columns]
-    extra = [c for c in frame.columns if c not in names and c != target]
+    targets = target if isinstance(target, list) else [target]
+    extra = [c for c in frame.columns if c not in names and c not in targets]
     if missing or extra:
         problems = []
         if missing:
