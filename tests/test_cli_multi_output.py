@@ -114,7 +114,10 @@ def test_icm_writes_the_correlation_of_the_attributions_across_targets(taipei_cs
     means = summary["cross_output_correlation"]["mean_correlation"][0]["features"]
     np.testing.assert_allclose([means[f] for f in FEATURES], expected.mean(0), rtol=1e-6)
     assert "Correlation of the attributions across targets" in (out / "report.html").read_text()
-    assert "skipped" in summary["global_importance"][PRICE]  # no covariance across rows yet
+    for target in (PRICE, STORES):  # each target's covariance across rows, from its marginal
+        importance = summary["global_importance"][target]
+        assert set(importance["std"]) == set(FEATURES)
+        assert all(value > 0 for value in importance["std"].values())
 
 
 def test_exact_shapley_values_of_each_target_are_complete(taipei_csv, tmp_path):

@@ -271,7 +271,7 @@ def test_global_sensitivity_refusals_name_the_argument(icm):
         gx.global_sensitivity(posterior, outputs="b")["z"]
 
 
-def test_covariance_across_points_per_independent_output_and_refused_for_the_icm(icm):
+def test_covariance_across_points_per_output_for_independent_outputs_and_the_icm(icm):
     # return_cov="points" was turned into True for every multi-output posterior: the result
     # had no covariance across points, without a word.
     rng = np.random.default_rng(4)
@@ -287,6 +287,15 @@ def test_covariance_across_points_per_independent_output_and_refused_for_the_icm
         np.testing.assert_allclose(result[name].point_cov.dense(), alone.point_cov.dense(),
                                    rtol=1e-12,
                                    atol=1e-15)
-    coregionalized, *_, Xq = icm
-    with pytest.raises(NotImplementedError, match="posterior.marginal"):
-        gx.integrated_gradients(coregionalized, Xq, return_cov="points")
+    # the ICM: each output's covariance across points, equal to that of its marginal written
+    # independently (explicit inverse of the task-augmented kernel matrix)
+    coregionalized, X_train, tasks, y, B, Xq = icm
+    joint = gx.integrated_gradients(coregionalized, Xq, return_cov="points")
+    for i, name in enumerate(["a", "b", "c"]):
+        reference = gx.integrated_gradients(_numpy_marginal(X_train, tasks, y, B, i), Xq,
+                                            return_cov="points").point_cov.dense()
+        dense = joint[name].point_cov.dense()
+        np.testing.assert_allclose(dense, reference, rtol=0, atol=1e-9 * np.abs(reference).max())
+        for p in range(len(Xq)):
+            np.testing.assert_allclose(dense[p, :, p], joint[name].cov[p], rtol=0,
+                                       atol=1e-10 * np.abs(reference).max())

@@ -20,8 +20,11 @@ covariance across outputs is zero by the model and is not computed.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from gpexplain.explain._points import PointCovariance
 from gpexplain.explain._result import finished_attribution
 from gpexplain.functionals.base import LinearFunctional
 from gpexplain.multi_output_attribution import MultiOutputAttribution
@@ -44,7 +47,9 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
         outputs.
     outputs : output name, index, or sequence of them, or None (all)
     return_cov : bool or "points"
-        "points" (also the covariance across points, per output): independent outputs only.
+        "points": also each output's covariance across points (``point_cov`` of each
+        output's ``Attribution``, from its marginal posterior: for a coregionalised
+        posterior the covariance across points *between* outputs is not computed).
     chunk_size, caller : as in ``gpexplain.explain._driver.explain``
 
     Returns
@@ -56,7 +61,8 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     ValueError, TypeError
         Bad ``outputs`` (named), and everything the single-output driver raises.
     NotImplementedError
-        ``return_cov="points"`` for a coregionalised posterior (before any work).
+        ``return_cov="points"`` with a functional without a two-point prior term (when the
+        blocks are evaluated).
     """
     index = posterior.output_index(outputs)
     names = [posterior.output_names[i] for i in index]
@@ -67,12 +73,8 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
             for i in index
         ]
         return MultiOutputAttribution(parts, names, None, independent=True)
-    if return_cov == "points":
-        raise NotImplementedError(
-            "return_cov='points' (covariance across points) is not yet supported for a "
-            "coregionalised multi-output posterior; use return_cov=True, or explain "
-            "posterior.marginal(output) for one output's covariance across points."
-        )
+    points = return_cov == "points"
+    return_cov = True if points else return_cov
     marginals = [posterior.marginal(i) for i in index]
     Z = posterior.train_inputs
     scheme = functional.bind(posterior.kernel, Z)
@@ -97,6 +99,10 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
         )
         for k, marginal in enumerate(marginals)
     ]
+    if points:  # each output's own, through its marginal's representer form
+        parts = [replace(part, point_cov=PointCovariance(
+                     marginal, functional.bind(marginal.kernel, Z), functional, X))
+                 for part, marginal in zip(parts, marginals, strict=True)]
     return MultiOutputAttribution(parts, names, cov, independent=False)
 
 
