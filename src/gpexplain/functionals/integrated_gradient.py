@@ -64,7 +64,9 @@ MAX_N_STEPS = 4096
 #: minutes per row.
 MAX_PRIOR_EVALUATIONS = 20_000_000
 #: Largest estimated time per explained point of the quadrature schemes' autograd
-#: evaluations (``_Quadrature.estimated_seconds``), the same half minute as the prior term's.
+#: evaluations (``_Quadrature.estimated_seconds``) and of the bivariate link expectations of
+#: probability-level covariances (``explain.linked.link_covariance``), the prior term's half
+#: minute.
 MAX_QUADRATURE_SECONDS = 30.0
 # Seconds per saved byte of the mixed derivatives relative to gradients (their D backward
 # passes): 2.4-3.5 measured at 10 features (random features, orthogonal additive).
@@ -225,12 +227,12 @@ class PathScheme(Scheme):
         seconds = self.estimated_seconds(with_prior)
         if seconds > MAX_QUADRATURE_SECONDS:
             raise ValueError(
-                f"integrated gradients by quadrature would take about {seconds:.3g} s per "
-                f"point{'' if with_prior else ' for the mean alone'} (limit "
-                f"{MAX_QUADRATURE_SECONDS:g} s), estimated from the memory autograd needs for "
-                f"this kernel, measured on it: {self.kernel!r}, {len(self.Z)} training "
-                f"points, n_steps={self.functional.n_steps}, {len(self.baselines)} "
-                f"baseline(s). {self._cheaper()}"
+                f"integrated gradients by quadrature{'' if with_prior else ' (the mean alone)'}"
+                f" would take about {seconds:.3g} s per point (limit {MAX_QUADRATURE_SECONDS:g} "
+                f"s), estimated from the memory autograd needs for this kernel, measured on it: "
+                f"{self.kernel!r}, {len(self.Z)} training points, n_steps="
+                f"{self.functional.n_steps}, {len(self.baselines)} baseline(s). "
+                f"{self._cheaper()}"
             )
 
     def _average(self, X, with_cross: bool):
