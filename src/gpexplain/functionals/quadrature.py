@@ -415,7 +415,7 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int, leaves=()) -> np.n
     Gauss-Legendre rule of ``lag_rule`` (graded geometrically towards tau = 0 on paths long
     against the leaves' lengthscales) converges exponentially at any path length; the nodes
     are interior, so autograd never differentiates at zero distance. It is evaluated as the
-    mixed derivative of ``k(xt + tau delta, xt)``. ``sum_ij P_ij = 2 (K(0) - K(delta))``.
+    mixed derivative of ``k(0, tau delta)``. ``sum_ij P_ij = 2 (K(0) - K(delta))``.
 
     Parameters
     ----------
@@ -442,13 +442,16 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int, leaves=()) -> np.n
         return prior
     tau, w = lag_rule(X, baseline, leaves, n_steps)  # (p, K)
     n_points, n_features = X.shape
-    left = baseline + tau[:, :, None] * delta[:, None, :]  # (p, K, D)
-    right = np.broadcast_to(baseline, left.shape)
+    # The pairs (xt + tau delta, xt), translated to (0, tau delta) with the origin first: the
+    # same mixed derivative for a stationary kernel (H is even), and GPyTorch's Matern centres
+    # both arguments on the mean of the first, which for a path of 1e20 lengthscales was ~1e19
+    # and rounded the near nodes' separations to 0 (a NaN derivative).
+    lag = tau[:, :, None] * delta[:, None, :]  # (p, K, D)
     pair_weights = (2.0 * (1.0 - tau) * w).reshape(-1)
     prior = to_numpy(weighted_mixed_derivatives(
         torch_kernel,
-        as_tensor(left.reshape(-1, n_features), like=torch_kernel),
-        as_tensor(np.ascontiguousarray(right).reshape(-1, n_features), like=torch_kernel),
+        as_tensor(np.zeros((lag.shape[0] * lag.shape[1], n_features)), like=torch_kernel),
+        as_tensor(lag.reshape(-1, n_features), like=torch_kernel),
         as_tensor(pair_weights, like=torch_kernel),
         n_points,
     ))
