@@ -230,7 +230,7 @@ class PathScheme(Scheme):
                 f"integrated gradients by quadrature{'' if with_prior else ' (the mean alone)'}"
                 f" would take about {seconds:.3g} s per point (limit {MAX_QUADRATURE_SECONDS:g} "
                 f"s), estimated from the memory autograd needs for this kernel, measured on it: "
-                f"{self.kernel!r}, {len(self.Z)} training points, n_steps="
+                f"{type(self.kernel).__name__}, {len(self.Z)} training points, n_steps="
                 f"{self.functional.n_steps}, {len(self.baselines)} baseline(s). "
                 f"{self._cheaper()}"
             )
