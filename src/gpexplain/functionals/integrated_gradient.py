@@ -232,7 +232,7 @@ class PathScheme(Scheme):
                 f"s), estimated from the memory autograd needs for this kernel, measured on it: "
                 f"{type(self.kernel).__name__}, {len(self.Z)} training points, n_steps="
                 f"{self.functional.n_steps}, {len(self.baselines)} baseline(s). "
-                f"{self._cheaper()}"
+                f"{self._cheaper(with_prior)}"
             )
 
     def _average(self, X, with_cross: bool):
@@ -308,13 +308,14 @@ class _Quadrature(PathScheme):
             work += _SECOND_ORDER_FACTOR * prior_pairs * per_pair
         return SECONDS_PER_GRAPH_BYTE * work
 
-    def _cheaper(self) -> str:
+    def _cheaper(self, with_prior: bool) -> str:
         if self.functional.scheme_for(self.kernel) is ClosedFormPath:
             return ("This kernel has exact closed-form integrated gradients: use "
                     "method='closed-form' (or 'auto'), instantaneous by comparison.")
         hint = getattr(self.kernel, "explanation_hint", "")
-        return ("Use fewer training points (a sparse model), fewer n_steps, or "
-                "return_cov=False." + (f" {hint}" if hint else ""))
+        return ("Use fewer training points (a sparse model)"
+                + (", fewer n_steps, or return_cov=False." if with_prior else " or n_steps.")
+                + (f" {hint}" if hint else ""))
 
 
 class StationaryQuadrature(_Quadrature):
