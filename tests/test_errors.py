@@ -102,3 +102,39 @@ def test_a_target_float64_cannot_square_is_refused_naming_its_row(estimator):
     y[7] = -3e155
     with pytest.raises(ValueError, match=r"y has the value -3e\+155 at row 7, beyond what float64"):
         estimator().fit(X, y)
+
+
+@pytest.mark.parametrize("kernel", [
+    gx.kernels.RBF([1.0, 2.0]),
+    gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5)).double(),
+], ids=["rbf", "matern"])
+@pytest.mark.parametrize("explain", [gx.integrated_gradients, gx.gradients])
+def test_a_point_astronomically_far_from_the_data_is_refused_naming_row_and_column(
+    kernel, explain
+):
+    """Issue 27 item 20c: at 1e200 the quadrature failed with an IndexError (an overflow in
+    its rule) and the RBF closed form with 'produced a non-finite value ... a bug'."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 2))
+    posterior = gx.ExactPosterior(X, X[:, 0], kernel, 0.1, feature_names=["age", "dose"])
+    query = np.array([[0.1, 0.2], [0.3, -1e200]])
+    with pytest.raises(ValueError, match=r"X has the value -1e\+200 at row 1, column 'dose', "
+                                         r"more than 1e\+150 from the training range"):
+        explain(posterior, query)
+    with pytest.raises(ValueError, match=r"at row 1, column 'dose'"):
+        posterior.predict(query)
+    with pytest.raises(ValueError, match=r"baseline has the value -1e\+200 at row 0, column "
+                                         r"'dose'"):
+        gx.integrated_gradients(posterior, query[:1], baseline=query[1])
+
+
+def test_a_point_far_but_within_reach_explains_to_the_prior():
+    """At 1e150 units (the edge of what is accepted) the RBF closed form is still finite:
+    k(x, Z) = 0, so the attributions complete to 0 - f(baseline)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 2))
+    posterior = gx.ExactPosterior(X, X[:, 0], gx.kernels.RBF([1.0, 2.0]), 0.1)
+    attr = gx.integrated_gradients(posterior, np.array([[1e150, 0.0]]), X[0])
+    f_baseline = posterior.predict_mean(X[:1])[0]
+    np.testing.assert_allclose(attr.mean.sum(), posterior.mean - f_baseline, atol=1e-12)
+    assert np.all(np.isfinite(attr.cov))

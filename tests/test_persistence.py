@@ -263,3 +263,75 @@ def test_a_damaged_save_is_refused_in_one_sentence(tmp_path, damage):
         header.write_bytes(b"\xff\xfe not json")
     with pytest.raises(ValueError, match=r"is damaged or incomplete: reading .*save it again"):
         gx.load(path)
+
+
+def _deflated_zeros(archive, name, n_values):
+    """Add ``name``.npy to the .npz ``archive``: n_values float64 zeros, deflated (about
+    1000:1, so a few megabytes of file expand to gigabytes)."""
+    import zipfile
+
+    with zipfile.ZipFile(archive, "a", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open(f"{name}.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(
+                member, {"descr": "<f8", "fortran_order": False, "shape": (n_values,)})
+            chunk = np.zeros(2**20).tobytes()
+            for _ in range(n_values // 2**20):
+                member.write(chunk)
+
+
+@pytest.fixture
+def small_save(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(15, 2))
+    model = gx.GPRegressor(n_restarts=0).fit(X, X[:, 0])
+    path = tmp_path / "model"
+    gx.save(model, path)
+    return model, path, X
+
+
+def test_arrays_the_state_does_not_reference_are_never_read(small_save):
+    """Issue 27 item 20d: load read every array of the file; a 4 MB file whose extra member
+    expanded to 4.4 GiB took 30 s and 4.4 GiB. Arrays are now read as the state asks."""
+    import tracemalloc
+
+    model, path, X = small_save
+    _deflated_zeros(path / "arrays.npz", "unreferenced", 2**23)  # 64 MiB as 64 kB
+    tracemalloc.start()
+    try:
+        loaded = gx.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, peak
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_an_array_that_would_expand_far_beyond_its_stored_size_is_refused(small_save):
+    import zipfile
+
+    _, path, _ = small_save
+    archive = path / "arrays.npz"
+    with zipfile.ZipFile(archive) as zf:
+        members = {info.filename: zf.read(info) for info in zf.infolist()}
+    referenced = sorted(members)[0]
+    with zipfile.ZipFile(archive, "w") as zf:  # every other member as it was
+        for name, content in members.items():
+            if name != referenced:
+                zf.writestr(name, content)
+    _deflated_zeros(archive, referenced[:-4], 2**23)
+    with pytest.raises(ValueError, match=rf"damaged or not written by gpexplain: array "
+                                         rf"'{referenced[:-4]}' in arrays.npz would expand from "
+                                         r"\d+ stored bytes to 67108992"):
+        gx.load(path)
+
+
+def test_an_attribution_table_with_more_rows_than_its_header_is_refused(data, tmp_path):
+    X, y = data
+    attr = gx.integrated_gradients(gx.GPRegressor(n_restarts=0).fit(X, y), X[:3])
+    path = gx.save(attr, tmp_path / "attr")
+    table = pd.read_parquet(path / "attribution.parquet")
+    pd.concat([table] * 1000).to_parquet(path / "attribution.parquet", index=False)
+    with pytest.raises(ValueError, match=rf"attribution.parquet has {3000 * X.shape[1]} rows, "
+                                         rf"but its header describes 3 points x {X.shape[1]} "
+                                         "features"):
+        gx.load(path)

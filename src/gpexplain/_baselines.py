@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from gpexplain._torch import to_numpy
-from gpexplain._validation import order_by_name
+from gpexplain._validation import check_within_reach, order_by_name
 
 __all__ = ["BASELINE_NAMES", "BaselineWarning", "resolve_baseline", "resolve_baselines",
            "warn_if_off_data"]
@@ -46,8 +46,9 @@ def resolve_baseline(baseline, train_inputs: np.ndarray, feature_names: list[str
     Raises
     ------
     ValueError
-        Unknown name, wrong length, non-finite entries, or pandas labels that are not the
-        model's feature names (labelled baselines are matched by name).
+        Unknown name, wrong length, non-finite entries or entries astronomically far from the
+        training inputs, or pandas labels that are not the model's feature names (labelled
+        baselines are matched by name).
     """
     if isinstance(baseline, str):
         if baseline == "mean":
@@ -71,6 +72,7 @@ def resolve_baseline(baseline, train_inputs: np.ndarray, feature_names: list[str
     if not np.all(np.isfinite(vector)):
         bad = feature_names[int(np.flatnonzero(~np.isfinite(vector))[0])]
         raise ValueError(f"baseline has a non-finite value for feature {bad!r}.")
+    check_within_reach(vector[None, :], train_inputs, feature_names, "baseline")
     return vector
 
 

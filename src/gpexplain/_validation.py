@@ -22,6 +22,7 @@ __all__ = [
     "check_feature_names",
     "check_finite_result",
     "check_spread",
+    "check_within_reach",
     "order_by_name",
 ]
 
@@ -266,6 +267,48 @@ def as_class_labels(y, n_rows: int, name: str = "y") -> np.ndarray:
             "every label the same type."
         ) from None
     return values
+
+#: Farthest a query value may lie from the training inputs' range, in the feature's units:
+#: squared distances (over squared lengthscales down to 1e-4) must stay finite in float64.
+MAX_DISTANCE_FROM_DATA = 1e150
+
+
+def check_within_reach(X: np.ndarray, reference: np.ndarray, feature_names: Sequence[str],
+                       name: str = "X") -> None:
+    """Refuse query values too far from the training inputs for float64 to square the distance.
+
+    Parameters
+    ----------
+    X : ndarray (n_rows, n_features), finite
+    reference : ndarray (n_reference, n_features)
+        The training inputs (or inducing points) the kernel compares X with.
+    feature_names : sequence of str
+    name : str
+        Argument name used in the message.
+
+    Raises
+    ------
+    ValueError
+        A value more than ``MAX_DISTANCE_FROM_DATA`` outside its column's training range (row,
+        column and value named): kernels would overflow there (NaN, or an IndexError from the
+        quadrature), and the model predicts its prior mean anyway.
+    """
+    if not (X.size and reference.size):
+        return
+    low, high = reference.min(axis=0), reference.max(axis=0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        distance = np.maximum(np.maximum(X - high, low - X), 0.0)
+    far = np.argwhere(~(distance <= MAX_DISTANCE_FROM_DATA))
+    if far.size:
+        row, column = (int(i) for i in far[0])
+        raise ValueError(
+            f"{name} has the value {X[row, column]:.3g} at row {row}, column "
+            f"{feature_names[column]!r}, more than {MAX_DISTANCE_FROM_DATA:g} from the training "
+            f"range [{low[column]:.3g}, {high[column]:.3g}] ({len(far)} such value(s) in all): "
+            "float64 cannot square distances that large; the model predicts its prior mean "
+            "there. Rescale the inputs or drop those rows."
+        )
+
 
 def check_feature_count(X: np.ndarray, n_features: int, name: str = "X") -> None:
     """Raise a ValueError when ``X`` does not have the ``n_features`` columns the model expects."""

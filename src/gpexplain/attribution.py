@@ -356,8 +356,19 @@ class Attribution(GaussianValues):
 
     @classmethod
     def _load_from(cls, path: Path, header: dict, arrays: dict[str, np.ndarray]) -> Attribution:
-        table = pd.read_parquet(path / _TABLE)
+        import pyarrow.parquet as pq
+
         shape = (header["n_points"], len(header["feature_names"]))
+        # The row count from the file's footer before its columns are decoded: a small file
+        # can declare billions of rows (run-length encoding), which would take minutes and
+        # gigabytes to read.
+        rows = pq.read_metadata(path / _TABLE).num_rows
+        if rows != shape[0] * shape[1]:
+            raise ValueError(
+                f"the gpexplain save at {path} is damaged: {_TABLE} has {rows} rows, but its "
+                f"header describes {shape[0]} points x {shape[1]} features; save it again."
+            )
+        table = pd.read_parquet(path / _TABLE, columns=["attribution", "value"])
         return cls(
             mean=table["attribution"].to_numpy(dtype=np.float64).reshape(shape),
             X=table["value"].to_numpy(dtype=np.float64).reshape(shape),

@@ -132,15 +132,16 @@ def load(path, expected=None):
         raise TypeError(f"expected must be a class (e.g. gx.GPRegressor), got {expected!r}.")
     header, arrays = _read(path)
     kind = header.get("kind")
-    if kind == "model":
-        obj = _Decoder(arrays).decode(header["state"])
-        cls = _allowed_class(header["class"])
-        estimator = cls.__new__(cls)
-        estimator.__dict__.update(obj)
-        estimator.__dict__.update(dict.fromkeys(header.get("not_saved", [])))
-        obj = estimator
-    else:
-        obj = _own_format_class(path, header)._load_from(path, header, arrays)
+    with arrays:
+        if kind == "model":
+            obj = _Decoder(arrays).decode(header["state"])
+            cls = _allowed_class(header["class"])
+            estimator = cls.__new__(cls)
+            estimator.__dict__.update(obj)
+            estimator.__dict__.update(dict.fromkeys(header.get("not_saved", [])))
+            obj = estimator
+        else:
+            obj = _own_format_class(path, header)._load_from(path, header, arrays)
     if expected is not None and not isinstance(obj, expected):
         raise TypeError(
             f"{path} holds a {type(obj).__name__} ({kind}), not a {expected.__name__}."
@@ -188,29 +189,92 @@ def _write(path: Path, header: dict, arrays: dict[str, np.ndarray]) -> None:
     (path / _HEADER).write_text(text, encoding="utf-8")
 
 
-def _read(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+def _read(path: Path) -> tuple[dict, _Arrays]:
+    """The header and the arrays of a save; the arrays are read when asked for, and the
+    caller closes them (``with arrays:``)."""
     if path.is_file() and path.suffix == ".npz":
-        arrays = _parsed(path, path, _arrays)
+        arrays = _parsed(path, path, lambda file: _Arrays(path, file))
         if _HEADER_IN_FILE not in arrays:
+            arrays.close()
             raise ValueError(f"{path} is an .npz file but not a gpexplain save (no header).")
-        text = str(arrays.pop(_HEADER_IN_FILE))
+        text = str(arrays[_HEADER_IN_FILE])
     elif path.is_dir():
         if not (path / _HEADER).is_file():
             raise ValueError(f"{path} is not a gpexplain save (no {_HEADER} in it).")
         text = _parsed(path, path / _HEADER, lambda file: file.read_text(encoding="utf-8"))
-        arrays = _parsed(path, path / _ARRAYS, _arrays)
+        arrays = _parsed(path, path / _ARRAYS, lambda file: _Arrays(path, file))
     else:
         raise FileNotFoundError(f"no gpexplain save at {path} (a directory or an .npz file).")
-    header = _parsed(path, path, lambda _: json.loads(text))
-    if not isinstance(header, dict):
-        raise ValueError(f"{path} is not a gpexplain save (its header is not a JSON object).")
-    _check_versions(path, header)
+    with _closed_on_error(arrays):
+        header = _parsed(path, path, lambda _: json.loads(text))
+        if not isinstance(header, dict):
+            raise ValueError(f"{path} is not a gpexplain save (its header is not a JSON object).")
+        _check_versions(path, header)
     return header, arrays
 
 
-def _arrays(file: Path) -> dict[str, np.ndarray]:
-    with np.load(file, allow_pickle=False) as archive:
-        return {key: archive[key] for key in archive.files}
+class _closed_on_error:
+    """Close ``arrays`` if the block raises (on success the caller keeps them open)."""
+
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def __enter__(self):
+        return self.arrays
+
+    def __exit__(self, kind, error, traceback):
+        if kind is not None:
+            self.arrays.close()
+
+
+#: A member of an arrays file may expand to at most this many times its stored size (plus
+#: the slack below): gpexplain stores arrays uncompressed (``np.savez``), so a larger ratio is
+#: not its file. A deflated member expands up to ~1000x: a 4 MB file took 30 s and 4.4 GiB to
+#: read before this check.
+_MAX_EXPANSION = 4
+_EXPANSION_SLACK_BYTES = 2**20
+
+
+class _Arrays:
+    """The arrays of a save, read from the ``.npz`` archive one by one as they are asked for
+    (an array the state does not reference is never read), each refused before it is read
+    if it would expand far beyond its stored size.
+
+    A mapping from names to arrays (``[]``, ``get``, ``in``) and a context manager that closes
+    the archive.
+    """
+
+    def __init__(self, save: Path, file: Path):
+        self.save, self.file = save, file
+        self.archive = np.load(file, allow_pickle=False)
+        if not isinstance(self.archive, np.lib.npyio.NpzFile):  # a plain .npy, already read
+            raise ValueError("not an .npz archive")
+
+    def __contains__(self, name) -> bool:
+        return name in self.archive.files
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def __getitem__(self, name) -> np.ndarray:
+        info = self.archive.zip.getinfo(f"{name}.npy")
+        if info.file_size > _MAX_EXPANSION * info.compress_size + _EXPANSION_SLACK_BYTES:
+            raise ValueError(
+                f"the gpexplain save at {self.save} is damaged or not written by gpexplain: "
+                f"array {name!r} in {self.file.name} would expand from {info.compress_size} "
+                f"stored bytes to {info.file_size} (gpexplain stores arrays uncompressed); "
+                "save it again."
+            )
+        return _parsed(self.save, self.file, lambda _: self.archive[name])
+
+    def close(self) -> None:
+        self.archive.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
 
 def _parsed(save: Path, file: Path, parse):

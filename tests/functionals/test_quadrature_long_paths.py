@@ -60,3 +60,31 @@ def test_training_point_at_the_query_is_graded_on_a_long_path():
     cross = stationary_cross(kernel, leaves, x[None], BASELINE, Z, 64)[0]
     target = _dense(kernel, x[None], Z)[0] - _dense(kernel, BASELINE[None], Z)[0]
     np.testing.assert_allclose(cross.sum(0), target, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize(("length", "tolerance"), [(1e8, 1e-6), (1e20, None)])
+def test_matern_prior_on_a_very_long_path_keeps_the_near_separations(length, tolerance):
+    """GPyTorch's Matern centres both arguments on the mean of the first; with the path's
+    nodes first that mean was ~length / 2 and rounded the separations of the nodes near the
+    baseline to 0: a NaN derivative at 1e20 lengthscales (issue 27 item 20c: 'produced a
+    non-finite value ... a bug') and a completeness gap of 2e-2 at 1e8."""
+    kernel = _matern(2.5, [0.9, 1.4], 1.2)
+    x = BASELINE + length * DIRECTION
+    got = stationary_prior(kernel, x[None], BASELINE, 64, radial_leaves(kernel, 2))[0]
+    assert np.all(np.isfinite(got))
+    if tolerance is not None:  # at 1e20 the entries (~length^2) cancel beyond float64
+        # sum_ij P_ij = 2 (k(xt, xt) - k(x, xt)) = 2 * 1.2 this far out.
+        assert abs(got.sum() - 2.4) <= tolerance
+
+
+def test_integrated_gradients_far_out_warn_with_the_gap_instead_of_failing():
+    from gpexplain.accuracy import CompletenessWarning
+    from gpexplain.explain.integrated_gradients import integrated_gradients
+    from gpexplain.posterior import ExactPosterior
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 2))
+    posterior = ExactPosterior(X, X[:, 0], _matern(2.5, [0.9, 1.4], 1.2), 0.1)
+    with pytest.warns(CompletenessWarning, match="misses completeness"):
+        attr = integrated_gradients(posterior, np.array([[1e20, 0.0]]), X.mean(0))
+    assert np.all(np.isfinite(attr.mean)) and np.all(np.isfinite(attr.cov))

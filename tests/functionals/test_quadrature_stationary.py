@@ -146,6 +146,27 @@ def test_two_path_prior_matches_quad_reference(name, kernel, reference):
 
 
 @pytest.mark.parametrize(("name", "kernel", "reference"), KERNELS, ids=IDS)
+def test_two_path_prior_of_a_duplicated_baseline_is_finite_and_matches(name, kernel, reference):
+    """Two equal baselines (issue 27 item 20b): the sigma rule's cut at the kink fell on 1,
+    leaving a zero-length piece whose zero-weight nodes sat at zero distance, where a Matern
+    kernel's autograd second derivative is 0/0; 0 * NaN made the covariance NaN."""
+    x = QUERIES[0]
+    leaves = radial_leaves(kernel, 2)
+    got = path_pair_prior(kernel, x[None, :], BASELINE, BASELINE, 64, leaves)[0]
+    expected = np.array(prior_term(reference, x, BASELINE, BASELINE))
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-8)
+
+
+def test_duplicated_baselines_explain_like_the_single_baseline():
+    X, y = _data()
+    posterior = ExactPosterior(X, y, _matern(2.5, [0.7, 1.3], 1.4), NOISE)
+    single = integrated_gradients(posterior, QUERIES, BASELINE)
+    doubled = integrated_gradients(posterior, QUERIES, np.vstack([BASELINE, BASELINE]))
+    np.testing.assert_allclose(doubled.mean, single.mean, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(doubled.cov, single.cov, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize(("name", "kernel", "reference"), KERNELS, ids=IDS)
 def test_posterior_completeness_at_64_nodes(name, kernel, reference):
     X, y = _data()
     posterior = ExactPosterior(X, y, kernel, NOISE)

@@ -92,3 +92,17 @@ def test_rows_classified_with_certainty_drop_out():
     reduction = Ks[keep].T @ np.linalg.solve(K[np.ix_(keep, keep)] + np.diag(1 / W), Ks[keep])
     _, var = posterior.predict(query)
     np.testing.assert_allclose(var, 1.0 - np.diag(reduction), atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", [RBF(np.array([0.8])), ConstantKernel(2.0) * RBF([0.8])])
+def test_one_feature_classifier_with_a_length_one_lengthscale_is_accepted(kernel):
+    """A one-feature model whose lengthscale is a length-1 array (issue 27 item 20a: NumPy 2
+    refused ``float`` of it with 'only 0-dimensional arrays can be converted')."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 1))
+    y = (X[:, 0] + 0.3 * rng.normal(size=30) > 0).astype(int)
+    model = GaussianProcessClassifier(kernel, optimizer=None).fit(X, y)
+    mean, var = gx.from_sklearn(model).predict(X[:5])
+    reference_mean, reference_var = model.base_estimator_.latent_mean_and_variance(X[:5])
+    np.testing.assert_allclose(mean, reference_mean, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(var, reference_var, rtol=0, atol=1e-8)

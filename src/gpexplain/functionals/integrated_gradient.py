@@ -30,6 +30,7 @@ from numbers import Integral
 
 import numpy as np
 
+from gpexplain.functionals._autograd_blocks import SECONDS_PER_GRAPH_BYTE, graph_bytes
 from gpexplain.functionals.base import LinearFunctional, Scheme
 from gpexplain.functionals.quadrature import (
     QUADRATURE_RULES,
@@ -44,7 +45,13 @@ from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
 from gpexplain.kernels.stationary import radial_leaves
 
-__all__ = ["MAX_N_STEPS", "MAX_PRIOR_EVALUATIONS", "METHODS", "IntegratedGradient"]
+__all__ = [
+    "MAX_N_STEPS",
+    "MAX_PRIOR_EVALUATIONS",
+    "MAX_QUADRATURE_SECONDS",
+    "METHODS",
+    "IntegratedGradient",
+]
 
 METHODS = ("auto", "closed-form", "quadrature")
 #: Largest ``n_steps`` accepted: Gauss-Legendre is converged to round-off far below it, and
@@ -56,6 +63,15 @@ MAX_N_STEPS = 4096
 #: above it the covariance is refused with the estimate rather than left running for
 #: minutes per row.
 MAX_PRIOR_EVALUATIONS = 20_000_000
+#: Largest estimated time per explained point of the quadrature schemes' autograd
+#: evaluations (``_Quadrature.estimated_seconds``) and of the bivariate link expectations of
+#: probability-level covariances (``explain.linked.link_covariance``), the prior term's half
+#: minute.
+MAX_QUADRATURE_SECONDS = 30.0
+# Seconds per saved byte of the mixed derivatives relative to gradients (their D backward
+# passes): 2.4-3.5 measured at 10 features (random features, orthogonal additive).
+_SECOND_ORDER_FACTOR = 3.0
+_PROBE_ROWS = 24
 # Adaptive plain Gauss-Legendre: completeness identities to this fraction of the kernel's
 # scale (below COMPLETENESS_RTOL, so a refined point passes the driver's check), with at
 # most this many times ``n_steps`` nodes.
@@ -171,6 +187,7 @@ class PathScheme(Scheme):
         return radial_leaves(self.torch_kernel, self.Z.shape[1]) or []
 
     def cross(self, X):
+        self._check_cost(with_prior=False)
         return sum(self.path_cross(X, xt) for xt in self.baselines) / len(self.baselines)
 
     def prior(self, X):
@@ -191,9 +208,14 @@ class PathScheme(Scheme):
         """Node pairs of one path's prior term (0: a closed form)."""
         return 0
 
-    def _check_cost(self) -> None:
+    def estimated_seconds(self, with_prior: bool) -> float:
+        """Seconds per explained point the autograd evaluations are estimated to take (0: a
+        closed form)."""
+        return 0.0
+
+    def _check_cost(self, with_prior: bool = True) -> None:
         cost = self.prior_evaluations()
-        if cost > MAX_PRIOR_EVALUATIONS:
+        if with_prior and cost > MAX_PRIOR_EVALUATIONS:
             raise ValueError(
                 f"the covariance of these integrated gradients would cost {cost:.3g} kernel "
                 f"second derivatives per point (limit {MAX_PRIOR_EVALUATIONS:.3g}, half a "
@@ -201,6 +223,16 @@ class PathScheme(Scheme):
                 f"{self.functional.rule!r}, n_steps={self.functional.n_steps}, "
                 f"{self.Z.shape[1]} features. Use fewer baselines or n_steps, "
                 "rule='gauss-legendre', or return_cov=False (the mean costs far less)."
+            )
+        seconds = self.estimated_seconds(with_prior)
+        if seconds > MAX_QUADRATURE_SECONDS:
+            raise ValueError(
+                f"integrated gradients by quadrature{'' if with_prior else ' (the mean alone)'}"
+                f" would take about {seconds:.3g} s per point (limit {MAX_QUADRATURE_SECONDS:g} "
+                f"s), estimated from the memory autograd needs for this kernel, measured on it: "
+                f"{type(self.kernel).__name__}, {len(self.Z)} training points, n_steps="
+                f"{self.functional.n_steps}, {len(self.baselines)} baseline(s). "
+                f"{self._cheaper(with_prior)}"
             )
 
     def _average(self, X, with_cross: bool):
@@ -260,6 +292,30 @@ class _Quadrature(PathScheme):
         super().__init__(functional, kernel, Z)
         self.torch_kernel, self.nodes, self.weights, self.leaves = module, nodes, weights, leaves
         self.per_path_copies = max(len(nodes), functional.n_steps)
+
+    def estimated_seconds(self, with_prior: bool) -> float:
+        """The pairs each term differentiates per point times the bytes autograd saves per
+        pair (measured on this kernel, ``graph_bytes``), at ``SECONDS_PER_GRAPH_BYTE``; the
+        mixed derivatives' D backward passes cost ``_SECOND_ORDER_FACTOR`` times more per
+        byte. Before any adaptive refinement."""
+        # Probe pairs: training points against shifted copies (distinct, in the data's range).
+        probe = self.Z[np.arange(_PROBE_ROWS) % len(self.Z)]
+        cross_pairs = len(self.baselines) * self.per_path_copies * len(self.Z)
+        work = cross_pairs * graph_bytes(self.torch_kernel, probe, probe + 0.25, False)[1]
+        if with_prior:
+            prior_pairs = self.prior_evaluations() // self.Z.shape[1]
+            per_pair = graph_bytes(self.torch_kernel, probe, probe + 0.25, True)[1]
+            work += _SECOND_ORDER_FACTOR * prior_pairs * per_pair
+        return SECONDS_PER_GRAPH_BYTE * work
+
+    def _cheaper(self, with_prior: bool) -> str:
+        if self.functional.scheme_for(self.kernel) is ClosedFormPath:
+            return ("This kernel has exact closed-form integrated gradients: use "
+                    "method='closed-form' (or 'auto'), instantaneous by comparison.")
+        hint = getattr(self.kernel, "explanation_hint", "")
+        return ("Use fewer training points (a sparse model)"
+                + (", fewer n_steps, or return_cov=False." if with_prior else " or n_steps.")
+                + (f" {hint}" if hint else ""))
 
 
 class StationaryQuadrature(_Quadrature):

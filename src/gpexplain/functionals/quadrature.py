@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain._torch import as_tensor, to_numpy
+from gpexplain.functionals._autograd_blocks import pair_gradients, weighted_mixed_derivatives
 
 __all__ = [
     "QUADRATURE_RULES",
@@ -108,19 +109,6 @@ def staggered_rule(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         order += 1
 
 
-def _gradient(output, wrt, **options):
-    """``d output / d wrt`` by autograd, zeros where ``output`` does not depend on ``wrt`` (a
-    kernel whose every lengthscale is infinite is constant: torch would raise instead)."""
-    import torch
-
-    if not output.requires_grad:
-        return torch.zeros_like(wrt)
-    (gradient,) = torch.autograd.grad(
-        output, wrt, allow_unused=True, materialize_grads=True, **options
-    )
-    return gradient
-
-
 def _path(X, baseline, nodes, like):
     """Path points ``xt + t_k (x - xt)`` as a (n_points, n_nodes, n_features) tensor, on the
     device and in the dtype of ``like`` (the kernel module)."""
@@ -178,14 +166,10 @@ def integrated_gradient_functionals(
     w = as_tensor(weights, like=torch_kernel)
     train = as_tensor(Z, like=torch_kernel)
 
-    # Kernels are evaluated on explicit pairs (diag=True): each pair's gradient is then one
-    # backward pass away, and GPyTorch's pairwise path uses torch.cdist, which has no
-    # double backward.
+    # Kernels are evaluated on explicit pairs, in blocks of bounded memory (_autograd_blocks).
     left = path[:, :, None, :].expand(-1, -1, n_train, -1).reshape(-1, n_features)
-    left = left.detach().requires_grad_(True)
     right = train[None, None].expand(n_points, n_nodes, -1, -1).reshape(-1, n_features)
-    values = torch_kernel(left, right, diag=True)
-    gradient = _gradient(values.sum(), left)
+    gradient = pair_gradients(torch_kernel, left, right)
     gradient = gradient.reshape(n_points, n_nodes, n_train, n_features)
     cross = torch.einsum("k,pkni->pin", w, gradient) * delta[:, :, None]
     if not with_prior:
@@ -198,51 +182,14 @@ def integrated_gradient_functionals(
     w2 = as_tensor(weights2, like=torch_kernel)
     left = path[:, :, None, :].expand(-1, -1, n_nodes2, -1).reshape(-1, n_features)
     right = path2[:, None, :, :].expand(-1, n_nodes, -1, -1).reshape(-1, n_features)
-    left = left.detach().requires_grad_(True)
-    right = right.detach().requires_grad_(True)
     pair_weights = (w[:, None] * w2[None, :]).reshape(-1).repeat(n_points)
-    values = torch_kernel(left, right, diag=True)
-    grad_left = _gradient((values * pair_weights).sum(), left, create_graph=True)
-    prior = grad_left.new_empty((n_points, n_features, n_features))
-    for i in range(n_features):
-        mixed = _gradient(grad_left[:, i].sum(), right, retain_graph=True)
-        prior[:, i, :] = mixed.reshape(n_points, -1, n_features).sum(dim=1)
+    prior = weighted_mixed_derivatives(torch_kernel, left, right, pair_weights, n_points)
     prior = prior * delta[:, :, None] * delta[:, None, :]
     prior = 0.5 * (prior + prior.transpose(1, 2))  # the staggered pairing is not symmetric
     return to_numpy(cross), to_numpy(prior)
 
 
 # -- stationary kernels: graded path rule and single-integral prior ---------------------------
-def _pairwise(torch_kernel, left, right):
-    """``k(left_m, right_m)`` for explicit pairs (diag=True): one backward pass gives every
-    pair's gradient, and GPyTorch's pairwise path (torch.cdist) has no double backward."""
-    return torch_kernel(left, right, diag=True)
-
-
-def _weighted_mixed_derivatives(torch_kernel, left, right, weights, n_groups):
-    """``sum_m w_m d^2 k(left_m, right_m) / d left_i d right_j`` over consecutive pair groups.
-
-    Parameters
-    ----------
-    left, right : torch.Tensor (n_groups * m, D)
-    weights : torch.Tensor (n_groups * m,)
-
-    Returns
-    -------
-    torch.Tensor (n_groups, D, D)
-    """
-    n_features = left.shape[1]
-    left = left.detach().requires_grad_(True)
-    right = right.detach().requires_grad_(True)
-    values = _pairwise(torch_kernel, left, right)
-    grad_left = _gradient((values * weights).sum(), left, create_graph=True)
-    out = grad_left.new_empty((n_groups, n_features, n_features))
-    for i in range(n_features):
-        mixed = _gradient(grad_left[:, i].sum(), right, retain_graph=True)
-        out[:, i, :] = mixed.reshape(n_groups, -1, n_features).sum(dim=1)
-    return out.detach()
-
-
 def weighted_pair_hessian(torch_kernel, X: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``sum_{s != t} W_st d^2 k(x_s, x'_t) / dx_i dx'_j`` over distinct rows of X, by autograd.
 
@@ -265,7 +212,7 @@ def weighted_pair_hessian(torch_kernel, X: np.ndarray, weights: np.ndarray) -> n
         return np.zeros((X.shape[1], X.shape[1]))
     points = as_tensor(X, like=torch_kernel)
     pair_weights = as_tensor(weights[rows, cols], like=torch_kernel)
-    return to_numpy(_weighted_mixed_derivatives(
+    return to_numpy(weighted_mixed_derivatives(
         torch_kernel, points[rows], points[cols], pair_weights, 1
     )[0])
 
@@ -386,9 +333,9 @@ def stationary_cross(torch_kernel, leaves, X, baseline, Z, n_steps: int) -> np.n
     n_points, n_train, n_nodes = nodes.shape
     delta = X - baseline[None, :]
     path = baseline + nodes[..., None] * delta[:, None, None, :]  # (p, n, K, D)
-    left = as_tensor(path.reshape(-1, X.shape[1]), like=torch_kernel).requires_grad_(True)
+    left = as_tensor(path.reshape(-1, X.shape[1]), like=torch_kernel)
     right = as_tensor(np.repeat(np.tile(Z, (n_points, 1)), n_nodes, axis=0), like=torch_kernel)
-    gradient = _gradient(_pairwise(torch_kernel, left, right).sum(), left)
+    gradient = pair_gradients(torch_kernel, left, right)
     gradient = to_numpy(gradient).reshape(n_points, n_train, n_nodes, X.shape[1])
     cross = np.einsum("pnk,pnki->pin", weights, gradient) * delta[:, :, None]
     # A feature with x_i = xt_i gets exactly zero (and a zero-distance leaf may give NaN).
@@ -468,7 +415,7 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int, leaves=()) -> np.n
     Gauss-Legendre rule of ``lag_rule`` (graded geometrically towards tau = 0 on paths long
     against the leaves' lengthscales) converges exponentially at any path length; the nodes
     are interior, so autograd never differentiates at zero distance. It is evaluated as the
-    mixed derivative of ``k(xt + tau delta, xt)``. ``sum_ij P_ij = 2 (K(0) - K(delta))``.
+    mixed derivative of ``k(0, tau delta)``. ``sum_ij P_ij = 2 (K(0) - K(delta))``.
 
     Parameters
     ----------
@@ -495,13 +442,16 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int, leaves=()) -> np.n
         return prior
     tau, w = lag_rule(X, baseline, leaves, n_steps)  # (p, K)
     n_points, n_features = X.shape
-    left = baseline + tau[:, :, None] * delta[:, None, :]  # (p, K, D)
-    right = np.broadcast_to(baseline, left.shape)
+    # The pairs (xt + tau delta, xt), translated to (0, tau delta) with the origin first: the
+    # same mixed derivative for a stationary kernel (H is even), and GPyTorch's Matern centres
+    # both arguments on the mean of the first, which for a path of 1e20 lengthscales was ~1e19
+    # and rounded the near nodes' separations to 0 (a NaN derivative).
+    lag = tau[:, :, None] * delta[:, None, :]  # (p, K, D)
     pair_weights = (2.0 * (1.0 - tau) * w).reshape(-1)
-    prior = to_numpy(_weighted_mixed_derivatives(
+    prior = to_numpy(weighted_mixed_derivatives(
         torch_kernel,
-        as_tensor(left.reshape(-1, n_features), like=torch_kernel),
-        as_tensor(np.ascontiguousarray(right).reshape(-1, n_features), like=torch_kernel),
+        as_tensor(np.zeros((lag.shape[0] * lag.shape[1], n_features)), like=torch_kernel),
+        as_tensor(lag.reshape(-1, n_features), like=torch_kernel),
         as_tensor(pair_weights, like=torch_kernel),
         n_points,
     ))
@@ -580,7 +530,7 @@ def path_pair_prior(
     left = np.concatenate([a.reshape(n_points, -1, n_features) for a in lefts], axis=1)
     right = np.concatenate([a.reshape(n_points, -1, n_features) for a in rights], axis=1)
     weight = np.concatenate([a.reshape(n_points, -1) for a in weights], axis=1)
-    prior = to_numpy(_weighted_mixed_derivatives(
+    prior = to_numpy(weighted_mixed_derivatives(
         torch_kernel,
         as_tensor(left.reshape(-1, n_features), like=torch_kernel),
         as_tensor(right.reshape(-1, n_features), like=torch_kernel),

@@ -29,8 +29,9 @@ class Kernel(ABC):
     Attributes
     ----------
     explanation_hint : str
-        Appended to the error raised when an explanation has no scheme for this kernel, to
-        point users at the explanation that does apply (empty by default).
+        Appended to the error raised when an explanation has no scheme for this kernel, or
+        would cost too much by quadrature, to point users at the explanation that does apply
+        (empty by default).
     """
 
     explanation_hint: str = ""

@@ -207,6 +207,11 @@ class OrthogonalAdditive(Kernel):
         ``measure`` is not a ``Gaussian`` or ``Empirical`` measure.
     """
 
+    explanation_hint = (
+        "An orthogonal additive GP has exact Shapley values in closed form: "
+        "gx.shapley_values(model, X)."
+    )
+
     def __init__(self, lengthscale, order_variances, measure, max_order: int | None = None):
         lengthscale = as_lengthscale(lengthscale)
         order_variances = np.asarray(order_variances, dtype=np.float64)

@@ -11,6 +11,10 @@ from gpexplain.links.binary import BinaryLink
 
 __all__ = ["Probit"]
 
+# Orders (p, q) of E[Phi^(p)(a) Phi^(q)(b)] in closed form (``Probit._pair_quadrature``); the
+# others (a 0: the response itself) go to the base class's quadrature.
+_CLOSED_FORM_ORDERS = ((1, 1), (2, 1), (1, 2), (3, 1), (1, 3), (2, 2))
+
 
 @LINKS.register("probit")
 class Probit(BinaryLink):
@@ -38,6 +42,9 @@ class Probit(BinaryLink):
         density = np.exp(-0.5 * z * z) / SQRT_2PI
         return np.stack([ndtr(z), density / np.sqrt(t), -z * density / t])
 
+    def _closed_form(self, orders) -> bool:
+        return all(tuple(order) in _CLOSED_FORM_ORDERS for order in orders)
+
     def _pair_quadrature(self, orders, mean_a, mean_b, var_a, var_b, cov_ab):
         """Closed form for p, q >= 1: ``Phi^(p)(a) Phi^(q)(b) = phi(a) phi(b) He_{p-1}(a)
         He_{q-1}(b)`` up to sign, and a Gaussian times the bivariate N(m, S) is
@@ -45,7 +52,7 @@ class Probit(BinaryLink):
         ``S' = S (I + S)^{-1} = I - (I + S)^{-1}`` (no inverse of S: singular S is fine); the
         polynomial's expectation under N(m', S') is then exact. Orders with a 0 (the
         response itself) go to the quadrature of the base class."""
-        if any(0 in order for order in orders):
+        if not self._closed_form(orders):
             return super()._pair_quadrature(orders, mean_a, mean_b, var_a, var_b, cov_ab)
         det = (1.0 + var_a) * (1.0 + var_b) - cov_ab**2
         inv_aa, inv_bb, inv_ab = (1.0 + var_b) / det, (1.0 + var_a) / det, -cov_ab / det
@@ -60,9 +67,6 @@ class Probit(BinaryLink):
             (3, 1): m_a**2 + s_aa - 1.0, (1, 3): m_b**2 + s_bb - 1.0,
             (2, 2): m_a * m_b + s_ab,
         }
-        missing = [order for order in orders if order not in moments]
-        if missing:
-            return super()._pair_quadrature(orders, mean_a, mean_b, var_a, var_b, cov_ab)
         return np.stack([density * moments[order] for order in orders])
 
     def slope_square_expectations(self, mean, var):

@@ -340,7 +340,9 @@ def _convert_stationary(kernel, variance: float, n_features: int):
     lengthscale = np.asarray(kernel.length_scale, dtype=np.float64)
     nu = float(kernel.nu) if isinstance(kernel, Matern) else np.inf
     if np.isinf(nu):
-        return RBF(lengthscale if lengthscale.size > 1 else float(lengthscale), variance)
+        # A length-1 array (one feature) is one lengthscale: ``item()``, since NumPy 2 refuses
+        # ``float`` of a 1-D array.
+        return RBF(lengthscale if lengthscale.size > 1 else lengthscale.item(), variance)
     if nu not in _MATERN_NUS:
         raise ValueError(
             f"Matern nu={nu} is not supported (GPyTorch's MaternKernel has nu in "

@@ -25,6 +25,7 @@ from gpexplain._validation import (
     check_feature_count,
     check_feature_names,
     check_finite_result,
+    check_within_reach,
 )
 from gpexplain.parallel import default_chunk_size, map_chunks
 
@@ -129,12 +130,14 @@ class Posterior(ABC):
         Raises
         ------
         ValueError
-            Wrong number of features, non-finite values, or DataFrame columns that do not match
-            the training feature names.
+            Wrong number of features, non-finite values, DataFrame columns that do not match
+            the training feature names, or a value astronomically far from the training
+            inputs (``gpexplain._validation.check_within_reach``).
         """
         values, names = as_feature_matrix(X, name)
         check_feature_count(values, self.n_features, name)
         check_feature_names(X, names, self.feature_names, name)
+        check_within_reach(values, self.train_inputs, self.feature_names, name)
         return values
 
     def _chunk_size(self) -> int:
