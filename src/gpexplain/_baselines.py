@@ -127,14 +127,15 @@ def warn_if_off_data(posterior, baselines: np.ndarray, caller: str) -> None:
     Parameters
     ----------
     posterior : Posterior
-        Other posterior kinds (mixtures, several outputs) are not checked.
+        One representer form (``quadratic_form``); other kinds (mixtures, several outputs)
+        are not checked.
     baselines : ndarray (n_baselines, n_features)
     caller : str
         Named in the message.
     """
-    from gpexplain.posterior.base import Posterior
-
-    if not isinstance(posterior, Posterior):
+    # Known by its interface: this foundation module sits below the posterior layer.
+    if not callable(getattr(posterior, "quadratic_form", None)) or hasattr(posterior,
+                                                                          "n_outputs"):
         return
     data = posterior.data_inputs
     rows = data[np.unique(np.linspace(0, len(data) - 1, min(len(data), _OFF_DATA_ROWS))
