@@ -51,9 +51,11 @@ _PAIR_BATCH = 2**21  # float64 grid values per batch of pairs
 # Largest latent step of the trapezoid rule at which it converges geometrically (docstring of
 # ``BinaryLink.pair_expectations``).
 _PAIR_CONVERGED_STEP = 0.5
-#: Seconds per grid point of that rule (all orders of one pair): 28-74 ns measured on one core
-#: for the logit (40 pairs, latent variances 1 to 100).
-SECONDS_PER_PAIR_GRID_POINT = 5e-8
+#: Seconds per grid point of that rule (all orders of one pair), an estimate within about 2x:
+#: 28-74 ns of wall time measured on a loaded core for the logit (40 pairs, latent variances 1
+#: to 100), but 5e-8 priced the last rule of a two-point case at latent variance 46 at 36.6 s
+#: where the whole call took 20 s of CPU; 2e-8 lets that case refine to completeness (2e-13).
+SECONDS_PER_PAIR_GRID_POINT = 2e-8
 #: The orders (p, q) of ``E[sigma^(p)(a) sigma^(q)(b)]`` that the covariance of
 #: probability-level integrated gradients needs (second-order Stein on sigma'(a) sigma'(b)).
 PAIR_ORDERS = ((1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3))
