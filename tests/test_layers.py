@@ -45,6 +45,7 @@ LAYERS = {
     "gpexplain.interactions": 3,
     "gpexplain.multi_output_attribution": 3,
     "gpexplain.persistence": 3,
+    "gpexplain.point_covariance": 3,
     # kernels
     "gpexplain.kernels": 4,
     # likelihoods, links

@@ -16,12 +16,16 @@ import pandas as pd
 from scipy.stats import norm
 
 from gpexplain._optional import require
+from gpexplain.point_covariance import DensePointCovariance
 
 __all__ = ["Attribution", "GaussianValues", "group_matrix", "grouped_values"]
 
 # The saved directory (``Attribution.save``): the tidy table, plus these arrays in arrays.npz.
 _TABLE = "attribution.parquet"
 _SAVED_ARRAYS = ("cov", "prediction", "baseline", "difference_variance")
+#: Largest (n_points n_features)^2 of a ``point_cov`` that ``save`` writes (2e7 float64
+#: values: 160 MB).
+MAX_SAVED_POINT_COV_ENTRIES = 20_000_000
 
 
 class GaussianValues:
@@ -136,7 +140,9 @@ class Attribution(GaussianValues):
     point_cov : gpexplain.explain._points.PointCovariance or MixturePointCovariance or None
         The covariance across points and features, (n_points, n_features, n_points,
         n_features), evaluated lazily in blocks; set by ``return_cov="points"``, else None
-        (not saved by ``save``; ``group`` maps it with the group matrix).
+        (``group`` maps it with the group matrix; ``save`` stores it dense up to
+        ``MAX_SAVED_POINT_COV_ENTRIES`` values, and ``gx.load`` reads it back as a
+        ``DensePointCovariance``; a mixture's, or a larger one, is not saved, with a warning).
     """
 
     mean: np.ndarray
@@ -344,6 +350,9 @@ class Attribution(GaussianValues):
             for name in _SAVED_ARRAYS
             if getattr(self, name) is not None
         }
+        point_cov = self._point_cov_to_save()
+        if point_cov is not None:
+            arrays["point_cov"] = point_cov
         header = _header(self._save_kind, self)
         header.update(
             n_points=self.n_points,
@@ -376,7 +385,26 @@ class Attribution(GaussianValues):
             method=header["method"],
             baseline_prediction=header["baseline_prediction"],
             **{name: arrays.get(name) for name in _SAVED_ARRAYS},
+            point_cov=(DensePointCovariance(arrays["point_cov"]) if "point_cov" in arrays
+                       else None),
         )
+
+    def _point_cov_to_save(self) -> np.ndarray | None:
+        """``point_cov`` as the dense array ``save`` stores, or None (warned when one is not
+        stored: a mixture's is not Gaussian, and a large one is not written whole)."""
+        if self.point_cov is None:
+            return None
+        entries = (self.n_points * self.n_features) ** 2
+        if getattr(self.point_cov, "components", None) is not None:
+            reason = "a mixture posterior's is not one Gaussian matrix"
+        elif entries > MAX_SAVED_POINT_COV_ENTRIES:
+            reason = (f"it has {entries:.3g} values, above {MAX_SAVED_POINT_COV_ENTRIES:.3g}; "
+                      "explain fewer points, or save point_cov.blocks() yourself")
+        else:
+            return self.point_cov.dense()
+        warnings.warn(f"save: the covariance across points (point_cov) is not saved: {reason}.",
+                      UserWarning, stacklevel=4)
+        return None
 
     def __repr__(self) -> str:
         cov = "full covariance" if self.cov is not None else "no covariance"

@@ -419,3 +419,28 @@ def test_interactions_across_points_equal_the_posterior_of_the_hybrid_points(ind
     with pytest.raises(NotImplementedError, match="not yet supported"):
         gx.shapley_interactions(_exact(), QUERY, background=TRAIN[:3],
                                 return_cov="points").point_cov.dense()
+
+
+def test_saved_attribution_keeps_its_covariance_across_points(tmp_path):
+    """save/load: point_cov comes back dense and equal, and what uses it (samples, grouping,
+    global importance) works on the loaded attribution; a mixture's is not saved, warned."""
+    import gpexplain as gx
+    from gpexplain.explain.global_importance import importance_of
+
+    result = explain(_exact(), QUERY, Gradient(), return_cov="points")
+    result.save(tmp_path / "attr")
+    loaded = gx.load(tmp_path / "attr")
+    np.testing.assert_array_equal(loaded.point_cov.dense(), result.point_cov.dense())
+    assert loaded.sample(3, random_state=0).shape == (3, *result.mean.shape)
+    np.testing.assert_allclose(importance_of(loaded, "mean_abs").std,
+                               importance_of(result, "mean_abs").std, rtol=1e-12)
+    values = np.zeros((len(QUERY), 2))
+    grouped = loaded.group({"ab": ["x0", "x1"]}, X=values)
+    np.testing.assert_allclose(grouped.point_cov.dense(),
+                               result.group({"ab": ["x0", "x1"]}, X=values).point_cov.dense(),
+                               rtol=1e-12)
+    mixture = gx.MixturePosterior([_exact(), _exact()], [0.5, 0.5])
+    mixed = gx.gradients(mixture, QUERY, return_cov="points")
+    with pytest.warns(UserWarning, match="mixture posterior's is not one Gaussian matrix"):
+        mixed.save(tmp_path / "mixed")
+    assert gx.load(tmp_path / "mixed").point_cov is None

@@ -31,11 +31,10 @@ from typing import NamedTuple
 import numpy as np
 
 from gpexplain.parallel import check_client
+from gpexplain.point_covariance import MAX_DENSE_ENTRIES, BlockMatrix
 
 __all__ = ["MAX_DENSE_ENTRIES", "MixturePointCovariance", "PointCovariance", "check_return_cov"]
 
-#: Largest (n_points D)^2 that ``dense()`` builds (2e8 float64 values: 1.6 GB).
-MAX_DENSE_ENTRIES = 200_000_000
 #: Memory budget of one block pair's working set, in bytes.
 _BLOCK_BUDGET_BYTES = 128 * 2**20
 RETURN_COV = (True, False, "points")
@@ -107,67 +106,7 @@ def _row_block_chunk(starts: np.ndarray, task: tuple) -> tuple:
     return (_row_block(int(starts[0, 0]), task),)
 
 
-class _BlockMatrix:
-    """What every covariance across points offers from its ``blocks()``: the whole matrix,
-    one feature's (n, n) matrix and joint Gaussian draws (shape ``(n, D, n, D)``)."""
-
-    shape: tuple[int, int, int, int]
-
-    @property
-    def n_points(self) -> int:
-        return self.shape[0]
-
-    @property
-    def n_outputs(self) -> int:
-        return self.shape[1]
-
-    def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def feature_matrix(self, feature: int) -> np.ndarray:
-        """``Cov[attr_i(x_p), attr_i(x_q)]`` for one output i over all points, (n, n), from
-        the blocks (memory: one block pair plus the n x n result)."""
-        if not 0 <= feature < self.n_outputs:
-            raise IndexError(f"feature must lie in range({self.n_outputs}).")
-        matrix = np.empty((self.n_points, self.n_points))
-        for start1, start2, block in self.blocks():
-            part = block[:, feature, :, feature]
-            n1, n2 = part.shape
-            matrix[start1 : start1 + n1, start2 : start2 + n2] = part
-            matrix[start2 : start2 + n2, start1 : start1 + n1] = part.T
-        return matrix
-
-    def dense(self) -> np.ndarray:
-        """The whole matrix, (n_points, D, n_points, D), exactly symmetric.
-
-        Raises
-        ------
-        MemoryError
-            More than ``MAX_DENSE_ENTRIES`` values; use ``blocks()``.
-        """
-        n, d = self.n_points, self.n_outputs
-        if (n * d) ** 2 > MAX_DENSE_ENTRIES:
-            raise MemoryError(
-                f"the covariance across {n} points and {d} outputs has {(n * d) ** 2:.3g} "
-                f"entries (limit {MAX_DENSE_ENTRIES:.3g}); iterate over PointCovariance.blocks()."
-            )
-        full = np.empty(self.shape)
-        for start1, start2, block in self.blocks():
-            n1, n2 = block.shape[0], block.shape[2]
-            full[start1 : start1 + n1, :, start2 : start2 + n2] = block
-            full[start2 : start2 + n2, :, start1 : start1 + n1] = np.transpose(block, (2, 3, 0, 1))
-        return full
-
-    def sample(self, mean: np.ndarray, n: int, rng) -> np.ndarray:
-        """``n`` joint draws of ``N(mean, dense())``, (n, n_points, D)."""
-        dense = self.dense().reshape(mean.size, mean.size)
-        values, vectors = np.linalg.eigh(dense)
-        root = vectors * np.sqrt(np.clip(values, 0.0, None))
-        noise = rng.standard_normal((int(n), mean.size))
-        return (mean.ravel() + noise @ root.T).reshape(int(n), *mean.shape)
-
-
-class PointCovariance(_BlockMatrix):
+class PointCovariance(BlockMatrix):
     """Covariance of an attribution across explained points and features, evaluated lazily.
 
     ``Attribution.point_cov`` when an explanation was asked with ``return_cov="points"``.
@@ -278,7 +217,7 @@ class PointCovariance(_BlockMatrix):
                 f"blocks of {self.block_size})")
 
 
-class MixturePointCovariance(_BlockMatrix):
+class MixturePointCovariance(BlockMatrix):
     """Covariance across points of the attribution of a ``MixturePosterior`` (not Gaussian).
 
     With component attributions ``N(mu_r, C_r)`` (each a ``PointCovariance``) and weights
