@@ -59,3 +59,34 @@ def test_explicit_low_order_rules_are_not_refined(periodic):
     posterior, X = periodic
     with pytest.warns(gx.CompletenessWarning, match=r"trapezoid quadrature, n_steps=8"):
         gx.integrated_gradients(posterior, X[:2] + 5.0, X.mean(0), rule="trapezoid", n_steps=8)
+
+
+def test_the_mean_does_not_depend_on_return_cov_where_the_rule_does_not_converge():
+    """The fuzz campaign's case (issue 27 item 21): a periodic kernel with a 0.01 lengthscale
+    on paths thousands of periods long, near-duplicate training rows, noise 8e-10. Neither
+    rule converges (both warn), but the cross term was refined jointly with the prior term
+    under return_cov=True: the mean was 8e-3 there and 2e-15 without the covariance, with
+    predictions of 1e-16. The cross term is now refined by its own identity in both."""
+    X = np.array([[99.99941562130202, 99.9930161260646, 99.99469225046425, 100.01966638651385],
+                  [99.99068927755593, 99.95266330572103, 100.0032142010953, 99.9935092339204],
+                  [99.99941562130198, 99.99301612606499, 99.99469225046475, 100.01966638651382]])
+    y = np.array([0.24118571334898242, 0.5163109855580894, 0.27679386032538295])
+    query = np.array([[102.52113850308731, 82.40952193572048, 242.89551230389606,
+                       101.03231920945507],
+                      [110.86606483386225, 153.7809135228365, 181.86128843820572,
+                       123.50177852646596],
+                      [116.51564791956514, 134.4757794351996, -15.761444257370925,
+                       93.0431164866006]])
+    lengthscale = torch.tensor([[0.010904695825150227, 0.04019380429470007, 0.2007827372752678,
+                                 0.010904695825150227]], dtype=torch.float64)
+    base = gpytorch.kernels.PeriodicKernel(ard_num_dims=4).double()
+    base.lengthscale, base.period_length = lengthscale, 3.0 * lengthscale
+    module = gpytorch.kernels.ScaleKernel(base).double()
+    module.outputscale = torch.tensor(0.2716545144557929, dtype=torch.float64)
+    posterior = gx.ExactPosterior(X, y, gx.kernels.GPyTorchKernel(module),
+                                  noise=7.715934104430908e-10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = gx.integrated_gradients(posterior, query, n_steps=16)
+        light = gx.integrated_gradients(posterior, query, n_steps=16, return_cov=False)
+    np.testing.assert_array_equal(full.mean, light.mean)
