@@ -137,16 +137,14 @@ def warn_if_off_data(posterior, baselines: np.ndarray, caller: str) -> None:
     if not callable(getattr(posterior, "quadratic_form", None)) or hasattr(posterior,
                                                                           "n_outputs"):
         return
+    worst = float(_variance_ratio(posterior, np.atleast_2d(baselines)).max())
+    if worst <= _OFF_DATA_RATIO:
+        return  # the usual case: the training rows' variances are not needed
     data = posterior.data_inputs
     rows = data[np.unique(np.linspace(0, len(data) - 1, min(len(data), _OFF_DATA_ROWS))
                           .astype(int))]
-    points = np.vstack([np.atleast_2d(baselines), rows])
-    _, variance = posterior.predict(points)
-    prior = np.asarray(posterior.kernel.diag(points), dtype=np.float64)
-    ratio = np.divide(variance, prior, out=np.zeros_like(prior), where=prior > 0)
-    n_baselines = len(np.atleast_2d(baselines))
-    worst, typical = float(ratio[:n_baselines].max()), float(np.median(ratio[n_baselines:]))
-    if worst > _OFF_DATA_RATIO and worst > _OFF_DATA_FACTOR * typical:
+    typical = float(np.median(_variance_ratio(posterior, rows)))
+    if worst > _OFF_DATA_FACTOR * typical:
         warnings.warn(
             f"{caller}: the baseline lies where the model knows little more than its prior: "
             f"its posterior variance there is {worst:.0%} of the prior variance (median over "
@@ -156,3 +154,11 @@ def warn_if_off_data(posterior, baselines: np.ndarray, caller: str) -> None:
             "one-hot block is a mixture of categories no row has).",
             BaselineWarning, stacklevel=3,
         )
+
+
+def _variance_ratio(posterior, points: np.ndarray) -> np.ndarray:
+    """Posterior over prior variance of the latent at each row of ``points`` (0 where the
+    prior variance is 0)."""
+    _, variance = posterior.predict(points)
+    prior = np.asarray(posterior.kernel.diag(points), dtype=np.float64)
+    return np.divide(variance, prior, out=np.zeros_like(prior), where=prior > 0)

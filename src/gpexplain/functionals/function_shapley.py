@@ -37,6 +37,21 @@ def _coalitions(n_features: int) -> np.ndarray:
     return (codes[:, None] >> np.arange(n_features)[None, :]) & 1 == 1
 
 
+def _shapley_matrix(members: np.ndarray) -> np.ndarray:
+    """(2^d, d) weights with ``phi = v @ W`` for the game values ``v`` over ``members``: column
+    i holds ``+w(|S|)`` at ``S + i`` and ``-w(|S|)`` at ``S`` for every S without i."""
+    n_features = members.shape[1]
+    weights = np.array([factorial(s) * factorial(n_features - s - 1) / factorial(n_features)
+                        for s in range(n_features)])
+    sizes = members.sum(1)
+    matrix = np.zeros(members.shape)
+    for i in range(n_features):
+        without = np.flatnonzero(~members[:, i])
+        matrix[without + 2**i, i] = weights[sizes[without]]
+        matrix[without, i] = -weights[sizes[without]]
+    return matrix
+
+
 def _values(function: Callable, points: np.ndarray, like) -> np.ndarray:
     import torch
 
@@ -85,17 +100,17 @@ def function_shapley_values(function: Callable, X: np.ndarray, baseline: np.ndar
             f"{MAX_FEATURES} features are enumerated): use method='ig', or group features."
         )
     members = _coalitions(n_features)
-    sizes = members.sum(1)
-    weights = np.array([factorial(s) * factorial(n_features - s - 1) / factorial(n_features)
-                        for s in range(n_features)])
-    phi = np.empty((n_points, n_features))
-    predictions = np.empty(n_points)
     baseline_value = float(_values(function, baseline[None, :], like)[0])
-    for p in range(n_points):
-        v = _values(function, np.where(members, X[p], baseline), like)
-        predictions[p] = v[-1]
-        for i in range(n_features):
-            without = np.flatnonzero(~members[:, i])
-            phi[p, i] = weights[sizes[without]] @ (v[without + 2**i] - v[without])
+    # The hybrid points of as many explained points as fill one evaluation batch at a time.
+    per_block = max(_BATCH // len(members), 1)
+    values = np.concatenate([
+        np.empty((0, len(members))),  # no explained points: no values
+        *(_values(function, np.where(members[None], X[start:start + per_block, None, :],
+                                   baseline).reshape(-1, n_features), like)
+          .reshape(-1, len(members))
+          for start in range(0, n_points, per_block)),
+    ])  # (n_points, 2^d): the game's values
+    phi = values @ _shapley_matrix(members)
+    predictions = values[:, -1]  # the grand coalition: x itself
     gap = np.abs(phi.sum(1) - (predictions - baseline_value))
     return phi, predictions, baseline_value, gap

@@ -216,19 +216,20 @@ def _difference_variance(link, terms, x, baseline):
     return max(squares[0] + squares[1] - 2.0 * squares[2] - difference**2, 0.0)
 
 
-def _path_variance(terms, x, baseline) -> float:
-    """Largest latent variance at 33 equispaced points of the path, ends included: what sets
-    the grid of the bivariate expectations."""
-    path = baseline[None, :] + np.linspace(0.0, 1.0, 33)[:, None] * (x - baseline)[None, :]
-    return float(np.max(sum(term.coefficient**2 * term.posterior.predict(path)[1]
-                            for term in terms)))
+def _path_variance(terms, X, baseline) -> np.ndarray:
+    """Largest latent variance at 33 equispaced points of each row's path, ends included:
+    what sets the grid of the bivariate expectations, (n_points,)."""
+    steps = np.linspace(0.0, 1.0, 33)[None, :, None]
+    paths = (baseline + steps * (X - baseline)[:, None, :]).reshape(-1, X.shape[1])
+    variance = sum(term.coefficient**2 * term.posterior.predict(paths)[1] for term in terms)
+    return np.max(np.reshape(variance, (len(X), -1)), axis=1)
 
 
 def _rule_seconds(link, terms, X, baseline):
     """Estimated seconds of each path rule (``PATH_NODES``) at each point, (n_points, n_rules)
     (the rule's node pairs times the bivariate expectations' cost per pair), and the largest
     latent variance along each path, (n_points,)."""
-    variance = np.array([_path_variance(terms, x, baseline) for x in X])
+    variance = _path_variance(terms, X, baseline)
     per_pair = link.pair_expectation_seconds(variance)
     n_pairs = np.array([n * (n + 1) / 2 for n in PATH_NODES])
     return per_pair[:, None] * n_pairs[None, :], variance
