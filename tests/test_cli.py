@@ -562,6 +562,10 @@ def test_matern_kernel_is_explained_by_quadrature(tmp_path, small_csv, single_st
     assert all(v > 0 for v in summary["hyperparameters"]["lengthscales"].values())
     assert "quadrature" in summary["method"]
     assert summary["completeness_gap"]["mean"] < 1e-8
+    # the exact importance across the 3 rows, by quadrature across points (issue 25)
+    importance = summary["global_importance"]
+    assert "skipped" not in importance and set(importance["std"]) == {"a", "b", "c"}
+    assert all(v > 0 for v in importance["std"].values())
 
 
 def test_additive_model_writes_global_shapley(tmp_path, small_csv):

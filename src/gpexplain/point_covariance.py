@@ -36,6 +36,11 @@ class BlockMatrix:
     def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def estimated_seconds(self) -> float:
+        """Seconds all of ``blocks()`` is estimated to take (0: already computed, or closed
+        forms whose cost is stated where they are built)."""
+        return 0.0
+
     def feature_matrix(self, feature: int) -> np.ndarray:
         """``Cov[attr_i(x_p), attr_i(x_q)]`` for one output i over all points, (n, n), from
         the blocks (memory: one block pair plus the n x n result)."""

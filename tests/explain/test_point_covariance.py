@@ -173,15 +173,7 @@ def test_blocks_of_any_size_equal_one_block():
             rtol=0, atol=1e-14 * np.abs(one).max())
 
 
-def test_unsupported_kernel_and_paths_are_refused_by_name():
-    import gpytorch
-
-    from gpexplain.kernels import GPyTorchKernel
-
-    kernel = GPyTorchKernel(gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(2.5)))
-    posterior = ExactPosterior(TRAIN, Y, kernel, 0.05)
-    with pytest.raises(NotImplementedError, match="not yet supported.*integrated gradients"):
-        explain(posterior, QUERY, IntegratedGradient(BASELINE[None, :]), return_cov="points")
+def test_unsupported_paths_are_refused_by_name():
     with pytest.raises(ValueError, match="return_cov must be"):
         explain(_exact(), QUERY, Gradient(), return_cov="point")
     with pytest.raises(NotImplementedError, match="output_path"):
@@ -264,6 +256,92 @@ def test_gpytorch_kernel_gradients_across_points(name):
     result = explain(ExactPosterior(TRAIN, Y, kernel, 0.05), points, Gradient(),
                      return_cov="points")
     _assert_diagonal_blocks_and_psd(result, 1e-10, psd_tolerance=1e-9)
+
+
+@pytest.mark.parametrize("n_baselines", [1, 2])
+def test_gpytorch_matern_integrated_gradients_across_points_match_sample_paths(n_baselines):
+    """Quadrature on a GPyTorch Matern 5/2 kernel (issue 25): one baseline (paths that share
+    their start, where the kernel is not smooth) and two (paths apart, and into the same
+    point on the diagonal) against Monte Carlo over joint Matern sample paths (|z| < 5);
+    diagonal blocks equal the per-point covariance; PSD."""
+    kernel = _gpytorch_kernels()["matern52"]
+    kernel.module.outputscale = VARIANCE
+    baselines = np.vstack([BASELINE, [-0.4, 0.5, -0.2]])[:n_baselines]
+    posterior = ExactPosterior(TRAIN, Y, kernel, 0.05)
+    result = explain(posterior, QUERY, IntegratedGradient(baselines), return_cov="points")
+    lengthscale = kernel.module.base_kernel.lengthscale.detach().numpy()[0]
+    prior = ref.Matern52Prior(lengthscale, float(kernel.module.outputscale), D, 100)
+    paths = _paths(posterior, prior, seed=n_baselines)
+    samples = np.mean([ref.integrated_gradients(paths, QUERY, xt, 32) for xt in baselines], 0)
+    _check_against_paths(result, samples)
+    _assert_diagonal_blocks_and_psd(result, 1e-8, psd_tolerance=1e-9)
+
+
+def _matern52_mixed_derivative(a, b, lengthscale, variance):
+    """``d^2 k(a, b) / da_i db_j`` of Matern 5/2 by hand: with u = (a - b) / l, r = |u|,
+    ``-25/3 s2 e^(-sqrt5 r) u_i u_j / (l_i l_j) + 5/3 s2 (1 + sqrt5 r) e^(-sqrt5 r) delta_ij
+    / l_i^2``."""
+    u = (a - b) / lengthscale
+    r = np.sqrt(u @ u)
+    decay = variance * np.exp(-np.sqrt(5) * r)
+    return (-25 / 3 * decay * np.outer(u / lengthscale, u / lengthscale)
+            + 5 / 3 * decay * (1 + np.sqrt(5) * r) * np.diag(1 / lengthscale**2))
+
+
+@pytest.mark.parametrize("second_baseline", [False, True])
+def test_gpytorch_matern_two_point_prior_term_against_adaptive_double_integrals(
+        second_baseline):
+    """The two-point prior term ``d_i e_j int int d^2 k(xt + t d, xt' + s e) dt ds`` on a
+    GPyTorch Matern 5/2 kernel against scipy's adaptive ``dblquad`` of the derivative written
+    above: paths sharing their start (one baseline; the kernel's kink sits at that corner)
+    and paths apart (two baselines)."""
+    from scipy.integrate import dblquad
+
+    kernel = _gpytorch_kernels()["matern52"]
+    kernel.module.outputscale = VARIANCE
+    # the module's own values (its lengthscale was set while it was float32)
+    lengthscale = kernel.module.base_kernel.lengthscale.detach().numpy()[0]
+    variance = float(kernel.module.outputscale)
+    other = np.array([-0.4, 0.5, -0.2]) if second_baseline else BASELINE
+    scheme = IntegratedGradient(np.vstack([BASELINE, other])).bind(kernel, TRAIN)
+    x, x2 = QUERY[0], QUERY[1]
+    expected = 0.0
+    for xt in (BASELINE, other):
+        for xt2 in (BASELINE, other):
+            d, e = x - xt, x2 - xt2
+            for i in range(D):
+                for j in range(D):
+                    value, _ = dblquad(
+                        lambda s, t, i=i, j=j, xt=xt, xt2=xt2, d=d, e=e:
+                        _matern52_mixed_derivative(xt + t * d, xt2 + s * e, lengthscale,
+                                                   variance)[i, j],
+                        0, 1, 0, 1, epsabs=1e-13, epsrel=1e-12)
+                    expected = expected + np.eye(D)[i][:, None] * np.eye(D)[j] * d[i] * e[j] * value
+    expected = expected / 4
+    np.testing.assert_allclose(scheme.prior_between(x[None], x2[None])[0, 0], expected,
+                               rtol=0, atol=2e-10 * np.abs(expected).max())
+
+
+def test_quadrature_point_covariance_is_priced_and_refused_when_too_slow(monkeypatch):
+    """``estimated_seconds`` prices the pairs of points; ``blocks`` refuses above half a
+    minute per point with the estimate, while chosen blocks stay available; the command
+    line's importance is skipped with the reason."""
+    from gpexplain.cli.methods import importance
+    from gpexplain.functionals.integrated_gradient import StationaryQuadrature
+
+    posterior = ExactPosterior(TRAIN, Y, _gpytorch_kernels()["matern52"], 0.05)
+    result = explain(posterior, QUERY, IntegratedGradient(BASELINE[None, :]),
+                     return_cov="points")
+    per_pair = result.point_cov._task.scheme.point_pair_seconds()
+    # 2 * 64^2 node pairs at >= 1.2 microseconds per feature
+    assert per_pair >= 2 * 64**2 * 1.2e-6 * D
+    assert result.point_cov.estimated_seconds() == pytest.approx(6 * per_pair)
+    monkeypatch.setattr(StationaryQuadrature, "point_pair_seconds", lambda self: 20.0)
+    with pytest.raises(ValueError, match=r"about 120 s \(6 pairs of points.*fewer points"):
+        result.point_cov.dense()
+    assert result.point_cov.block([0], [1]).shape == (1, D, 1, D)
+    summary, reason = importance(result)
+    assert summary is None and "about 120 s by quadrature" in reason
 
 
 def test_additive_gp_shapley_across_points_by_subset_enumeration():

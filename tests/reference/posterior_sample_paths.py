@@ -60,6 +60,31 @@ class SEPrior:
         return -np.einsum("nr,nxr,nrd->nxd", weight, sines, omega)
 
 
+class Matern52Prior(SEPrior):
+    """Matern 5/2 ``s2 (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)``, ``r = |(x - x') / l|``.
+
+    Its spectral density is a multivariate Student t with 2 nu = 5 degrees of freedom
+    (Rasmussen and Williams 2006, eq. 4.15), so the frequencies are ``z / l * sqrt(5 / u)``,
+    z ~ N(0, I), u ~ chi^2(5): fresh per path, the paths' covariance is exactly k.
+    """
+
+    def kernel(self, X, Z):
+        r = self._distance(X, Z)
+        return self.s2 * (1 + np.sqrt(5) * r + 5 * r**2 / 3) * np.exp(-np.sqrt(5) * r)
+
+    def kernel_grad(self, X, Z):  # dk/dr dr/dx = -5/3 s2 (1 + sqrt5 r) e^(-sqrt5 r) (x - z)/l^2
+        r = self._distance(X, Z)
+        factor = -5 / 3 * self.s2 * (1 + np.sqrt(5) * r) * np.exp(-np.sqrt(5) * r)
+        return factor[:, :, None] * (X[:, None, :] - Z[None, :, :]) / self.l**2
+
+    def _distance(self, X, Z):
+        return np.sqrt(np.sum(((X[:, None, :] - Z[None, :, :]) / self.l) ** 2, axis=2))
+
+    def sample(self, n_paths, rng):
+        omega, phase, weight = super().sample(n_paths, rng)  # omega: z / l
+        return omega * np.sqrt(5 / rng.chisquare(5, size=(n_paths, self.R, 1))), phase, weight
+
+
 class RandomFeaturePrior(SEPrior):
     """``k(x, x') = s2 / M sum_m cos(v_m . (x - x'))``: paths ``phi(x)^T w``, w ~ N(0, I)."""
 

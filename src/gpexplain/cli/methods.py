@@ -102,6 +102,10 @@ def explain(choice, model, X, baseline, client=None, target_class=None):
 #: about 0.2 ms per pair, 1 s at 100 rows, 5 s at 200, 30 s at 500, against well under a
 #: second to explain them); above it summary.json and the figure say it was skipped.
 MAX_IMPORTANCE_POINTS = 100
+#: Longest estimated time the command line spends on that covariance (quadrature on a
+#: GPyTorch kernel, e.g. --kernel matern52: about 0.07 s of CPU per pair of rows at 8
+#: features and 64 nodes, so 20 rows take 15 s and 100 rows six minutes).
+MAX_IMPORTANCE_SECONDS = 30.0
 
 
 def importance(attr):
@@ -115,6 +119,12 @@ def importance(attr):
                       "pairs of rows); use gx.global_importance in Python")
     if attr.point_cov is None:
         return None, "the method has no covariance across points for this model yet"
+    seconds = attr.point_cov.estimated_seconds()
+    if seconds > MAX_IMPORTANCE_SECONDS:
+        return None, (f"the covariance across the {attr.n_points} explained rows would take "
+                      f"about {seconds:.0f} s by quadrature on this kernel (the command line's "
+                      f"bound is {MAX_IMPORTANCE_SECONDS:g} s); use gx.global_importance in "
+                      "Python, or the RBF kernel (--kernel ard), whose closed form is fast")
     return importance_of(attr, "mean_abs"), ""
 
 

@@ -18,7 +18,9 @@ their output weights (``w_pi w_qj C``).
 
 Cost, for n explained points in blocks of b: (n / b)^2 / 2 block pairs, each the two-point prior
 term (RBF gradients: O(b^2 D^2); RBF integrated gradients: O(b^2 (S^2 + D^2)) with S =
-``n_steps`` Gauss-Legendre nodes per path and B^2 baseline pairs; product-kernel Shapley
+``n_steps`` Gauss-Legendre nodes per path and B^2 baseline pairs; integrated gradients by
+quadrature on a GPyTorch kernel: 2 S^2 B^2 kernel mixed derivatives by autograd per pair of
+points, priced by ``PointCovariance.estimated_seconds``; product-kernel Shapley
 values: O(b^2 R^2 m^2 D^2), m = ceil(D / 2), R reference rows; GPX: O(b^2 D^2)) plus the data
 term, O(b D n_basis^2) to whiten two cross terms and O(b^2 D^2 n_basis) to contract them.
 """
@@ -179,10 +181,39 @@ class PointCovariance(BlockMatrix):
         copy.shape = (self.n_points, len(matrix), self.n_points, len(matrix))
         return copy
 
+    def estimated_seconds(self) -> float:
+        """Seconds all of ``blocks()`` is estimated to take: the scheme's two-point prior term
+        for each of the n (n + 1) / 2 pairs of points (``Scheme.point_pair_seconds``: the
+        quadrature schemes of GPyTorch kernels; 0 for the closed forms, whose cost is in the
+        module docstring), before the data term."""
+        n_points = self.n_points
+        return self._task.scheme.point_pair_seconds() * n_points * (n_points + 1) / 2
+
     def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
         """``(start1, start2, block)`` for every block pair with ``start2 >= start1`` (the
-        lower blocks are the transposes), block rows computed on Dask with ``client``."""
+        lower blocks are the transposes), block rows computed on Dask with ``client``.
+
+        Raises
+        ------
+        ValueError
+            ``estimated_seconds()`` exceeds ``MAX_QUADRATURE_SECONDS`` per explained point
+            (quadrature on a GPyTorch kernel over many points); ``block`` still evaluates
+            chosen rows.
+        """
+        from gpexplain.functionals.integrated_gradient import MAX_QUADRATURE_SECONDS
         from gpexplain.parallel import iter_chunks
+
+        seconds = self.estimated_seconds()
+        if seconds > MAX_QUADRATURE_SECONDS * self.n_points:
+            raise ValueError(
+                f"the covariance across these {self.n_points} points would take about "
+                f"{seconds:.3g} s ({self.n_points * (self.n_points + 1) // 2} pairs of points, "
+                "each a double integral over two paths by quadrature on a "
+                f"{type(self._task.scheme.torch_kernel).__name__}; limit "
+                f"{MAX_QUADRATURE_SECONDS:g} s per point). "
+                "Use fewer points, fewer n_steps, a kernel with a closed form "
+                "(gx.kernels.RBF), or the blocks you need with point_cov.block(rows1, rows2)."
+            )
 
         starts = np.arange(0, self.n_points, self.block_size)[:, None]
         task = (self._with_cross(), self.n_points, self.block_size)
@@ -239,6 +270,9 @@ class MixturePointCovariance(BlockMatrix):
             covariance.block_size = self.block_size
         self.shape = self.components[0][2].shape
         self.mean = np.einsum("r,rpi->pi", self.weights, np.stack([c[0] for c in components]))
+
+    def estimated_seconds(self) -> float:
+        return sum(covariance.estimated_seconds() for _, _, covariance in self.components)
 
     def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
         iterators = [covariance.blocks() for _, _, covariance in self.components]

@@ -95,6 +95,11 @@ class Scheme(ABC):
             "covariance) or a kernel with a two-point prior term (gx.kernels.RBF)."
         )
 
+    def point_pair_seconds(self) -> float:
+        """Seconds ``prior_between`` is estimated to take per pair of points (0: closed forms,
+        never slow enough to price)."""
+        return 0.0
+
     def copies_per_point(self) -> int:
         """(n_basis, n_features) float64 slabs one point needs at once (for chunking)."""
         return 1

@@ -30,7 +30,11 @@ from numbers import Integral
 
 import numpy as np
 
-from gpexplain.functionals._autograd_blocks import SECONDS_PER_GRAPH_BYTE, graph_bytes
+from gpexplain.functionals._autograd_blocks import (
+    GRAPH_BUDGET_BYTES,
+    SECONDS_PER_GRAPH_BYTE,
+    graph_bytes,
+)
 from gpexplain.functionals.base import LinearFunctional, Scheme
 from gpexplain.functionals.quadrature import (
     QUADRATURE_RULES,
@@ -39,6 +43,7 @@ from gpexplain.functionals.quadrature import (
     quadrature_rule,
     stationary_cross,
     stationary_prior,
+    two_path_prior,
 )
 from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.random_features import RandomFeatureKernel
@@ -71,6 +76,9 @@ MAX_QUADRATURE_SECONDS = 30.0
 # Seconds per saved byte of the mixed derivatives relative to gradients (their D backward
 # passes): 2.4-3.5 measured at 10 features (random features, orthogonal additive).
 _SECOND_ORDER_FACTOR = 3.0
+# Seconds per kernel mixed derivative (node pair times feature) of a cheap kernel, where
+# autograd's per-operation overhead dominates (the 1.2 microseconds of MAX_PRIOR_EVALUATIONS).
+_MIXED_DERIVATIVE_SECONDS = 1.2e-6
 _PROBE_ROWS = 24
 # Adaptive plain Gauss-Legendre: completeness identities to this fraction of the kernel's
 # scale (below COMPLETENESS_RTOL, so a refined point passes the driver's check), with at
@@ -316,6 +324,50 @@ class _Quadrature(PathScheme):
         return ("Use fewer training points (a sparse model)"
                 + (", fewer n_steps, or return_cov=False." if with_prior else " or n_steps.")
                 + (f" {hint}" if hint else ""))
+
+
+    def prior_between(self, X1, X2):
+        """``(1/B^2) sum_{b, b'} P(x_p; xt_b, x'_q; xt_b')`` by quadrature over both paths
+        (``two_path_prior``; the Duffy rule where they share an end, so that a Matern kink
+        there is integrated exponentially), and the one-path prior term (``path_prior``,
+        what ``prior`` returns) where both are the same path, so the diagonal blocks equal
+        the per-point covariance. Cost: about ``2 n_steps^2 B^2`` kernel mixed derivatives
+        per pair of points (``point_pair_seconds``), memory bounded by ``chunk_rows``."""
+        n1, n2, n_features = len(X1), len(X2), X1.shape[1]
+        first, second = np.repeat(X1, n2, axis=0), np.tile(X2, (n1, 1))
+        same_point = np.all(first == second, axis=1)
+        n_steps, rows = self.functional.n_steps, self.chunk_rows()
+        total = np.zeros((n1 * n2, n_features, n_features))
+        for xt in self.baselines:
+            for xt2 in self.baselines:
+                same_path = same_point & np.array_equal(xt, xt2)
+                if same_path.any():
+                    total[same_path] += self.path_prior(first[same_path], xt)
+                for start in range(0, n1 * n2, rows):
+                    block = np.arange(start, min(start + rows, n1 * n2))
+                    block = block[~same_path[block]]
+                    if len(block):
+                        total[block] += two_path_prior(
+                            self.torch_kernel, np.broadcast_to(xt, first[block].shape),
+                            first[block], np.broadcast_to(xt2, second[block].shape),
+                            second[block], n_steps, self.pair_leaves)
+        return (total / len(self.baselines) ** 2).reshape(n1, n2, n_features, n_features)
+
+    def chunk_rows(self) -> int:
+        """Pairs of points per call of ``two_path_prior``: its node pairs (``2 n_steps^2``
+        per pair of points, two (D,) points each) within ``GRAPH_BUDGET_BYTES``."""
+        node_pairs = 2 * (self.functional.n_steps + 1) ** 2
+        return max(1, GRAPH_BUDGET_BYTES // (16 * self.Z.shape[1] * node_pairs))
+
+    def point_pair_seconds(self) -> float:
+        """Seconds one pair of explained points is estimated to cost in ``prior_between``
+        (its kernel mixed derivatives priced as ``estimated_seconds`` prices the prior term,
+        and at least ``_MIXED_DERIVATIVE_SECONDS`` each)."""
+        probe = self.Z[np.arange(_PROBE_ROWS) % len(self.Z)]
+        per_pair = graph_bytes(self.torch_kernel, probe, probe + 0.25, True)[1]
+        node_pairs = 2 * self.functional.n_steps**2 * len(self.baselines) ** 2
+        return node_pairs * max(_SECOND_ORDER_FACTOR * SECONDS_PER_GRAPH_BYTE * per_pair,
+                                _MIXED_DERIVATIVE_SECONDS * self.Z.shape[1])
 
 
 class StationaryQuadrature(_Quadrature):

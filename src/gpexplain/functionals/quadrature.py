@@ -22,7 +22,8 @@ quadratic pieces (``gpexplain.kernels.stationary.radial_leaves``): the prior ter
 integral along the path (``stationary_prior``), and the cross term uses a rule graded
 towards each training point's closest approach to the path (``graded_path_rule``); both
 converge exponentially (completeness to ~1e-11 at 64 nodes). ``path_pair_prior`` gives the
-prior covariance between two paths into the same point (baseline distributions).
+prior covariance between two paths into the same point (baseline distributions), and
+``two_path_prior`` that between any two paths (the covariance across explained points).
 
 Derivatives come from torch autograd (one backward pass for the cross term, one per feature
 for the prior term), so any kernel GPyTorch can differentiate is supported.
@@ -45,6 +46,7 @@ __all__ = [
     "lag_rule",
     "stationary_prior",
     "path_pair_prior",
+    "two_path_prior",
     "weighted_pair_hessian",
 ]
 
@@ -494,7 +496,9 @@ def path_pair_prior(
     ----------
     torch_kernel : gpytorch.kernels.Kernel
     X : ndarray (n_points, n_features)
-    baseline_a, baseline_b : ndarray (n_features,)
+    baseline_a, baseline_b : ndarray (n_features,) or (n_points, n_features)
+        One baseline for every point, or one per point (the covariance across points passes
+        paths out of one baseline as paths into it: ``two_path_prior``).
     n_steps : int
     leaves : list of RadialLeaf, optional
 
@@ -505,8 +509,8 @@ def path_pair_prior(
 
     rho, w_rho = quadrature_rule("gauss-legendre", n_steps)
     n_points, n_features = X.shape
-    d = X - baseline_a[None, :]
-    e = X - baseline_b[None, :]
+    d = X - baseline_a
+    e = X - baseline_b
     kinked = [leaf for leaf in leaves or [] if leaf.pole_offset == 0.0]
     lefts, rights, weights = [], [], []
     for moving, fixed, swap in ((d, e, False), (e, d, True)):
@@ -539,3 +543,62 @@ def path_pair_prior(
     ))
     prior = prior * d[:, :, None] * e[:, None, :]
     return np.where((d[:, :, None] != 0) & (e[:, None, :] != 0), prior, 0.0)
+
+
+def two_path_prior(torch_kernel, start_a, end_a, start_b, end_b, n_steps: int,
+                   leaves=None) -> np.ndarray:
+    """Prior covariance between the integrated gradients along two paths, row by row.
+
+    ``P_ij = d_i e_j int_0^1 int_0^1 d^2 k(a + t d, b + s e) / dx_i dx'_j dt ds`` with ``d =
+    end_a - start_a``, ``e = end_b - start_b``: the two-point prior term of the covariance
+    across explained points (``return_cov="points"``). Where the paths meet, a Matern kernel
+    has a kink and the tensor rule would converge only algebraically, so the rows whose paths
+    share an end are passed to ``path_pair_prior``'s Duffy rule: a common start (one baseline,
+    two points) as paths into the start, a common end (one point, two baselines) directly.
+    The other rows get the tensor Gauss-Legendre rule with ``n_steps`` nodes per path, which
+    converges exponentially unless the two paths pass close to each other elsewhere
+    (crossing paths of a Matern kernel: algebraic, reported by no identity).
+
+    Parameters
+    ----------
+    torch_kernel : gpytorch.kernels.Kernel (float64)
+    start_a, end_a, start_b, end_b : ndarray (n_rows, n_features)
+    n_steps : int
+    leaves : list of RadialLeaf, optional
+        Where a Matern kernel's kinks are (``radial_leaves``), for ``path_pair_prior``.
+
+    Returns
+    -------
+    ndarray (n_rows, n_features, n_features)
+    """
+    n_rows, n_features = start_a.shape
+    prior = np.zeros((n_rows, n_features, n_features))
+    same_start = np.all(start_a == start_b, axis=1)
+    same_end = np.all(end_a == end_b, axis=1) & ~same_start
+    if same_start.any():  # reversed, both paths run into the common start
+        prior[same_start] = path_pair_prior(
+            torch_kernel, start_a[same_start], end_a[same_start], end_b[same_start],
+            n_steps, leaves)
+    if same_end.any():
+        prior[same_end] = path_pair_prior(
+            torch_kernel, end_a[same_end], start_a[same_end], start_b[same_end], n_steps, leaves)
+    apart = ~(same_start | same_end)
+    if not apart.any():
+        return prior
+    t, w = quadrature_rule("gauss-legendre", n_steps)
+    d, e = end_a[apart] - start_a[apart], end_b[apart] - start_b[apart]
+    shape = (len(d), n_steps, n_steps, n_features)
+    left = np.broadcast_to(start_a[apart][:, None, None, :] + t[None, :, None, None]
+                           * d[:, None, None, :], shape)
+    right = np.broadcast_to(start_b[apart][:, None, None, :] + t[None, None, :, None]
+                            * e[:, None, None, :], shape)
+    weight = np.broadcast_to((w[:, None] * w[None, :])[None], shape[:3])
+    apart_prior = to_numpy(weighted_mixed_derivatives(
+        torch_kernel,
+        as_tensor(left.reshape(-1, n_features), like=torch_kernel),
+        as_tensor(right.reshape(-1, n_features), like=torch_kernel),
+        as_tensor(weight.reshape(-1), like=torch_kernel),
+        len(d),
+    )) * d[:, :, None] * e[:, None, :]
+    prior[apart] = np.where((d[:, :, None] != 0) & (e[:, None, :] != 0), apart_prior, 0.0)
+    return prior
