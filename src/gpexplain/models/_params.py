@@ -24,6 +24,7 @@ from gpexplain.models._fitting import OPTIMIZERS
 
 __all__ = [
     "MULTISTART_CONSTRAINTS",
+    "Device",
     "Integer",
     "InvalidParameterError",
     "Options",
@@ -71,6 +72,25 @@ class Integer:
         """
         values = (self.minimum - 1, self.minimum + 1.5, True, str(self.minimum))
         return values if self.allow_none else (*values, None)
+
+
+@dataclass(frozen=True)
+class Device:
+    """None (NumPy on the CPU) or a torch device this machine has (``posterior.device``)."""
+
+    def check(self, name: str, value) -> None:
+        if value is None:
+            return
+        from gpexplain.posterior.device import check_device
+
+        try:
+            check_device(value)
+        except (TypeError, ValueError) as error:
+            raise InvalidParameterError(f"{name}: {error}") from None
+
+    def invalid_values(self) -> tuple:
+        """A number, and a name torch does not know."""
+        return (0.5, "gpu0")
 
 
 @dataclass(frozen=True)

@@ -46,13 +46,24 @@ def exact_fit_estimate(n_rows: int, n_starts: int = DEFAULT_STARTS) -> tuple[int
     return n_bytes, seconds
 
 
+def device_memory(device) -> int:
+    """Bytes free on a CUDA ``device`` (``torch.cuda.mem_get_info``); the host's otherwise."""
+    if device is not None and device.type == "cuda":
+        import torch
+
+        return int(torch.cuda.mem_get_info(device)[0])
+    return available_memory()
+
+
 def check_exact_size(n_rows: int, n_starts: int = DEFAULT_STARTS,
-                     fit_rows: int | None = None) -> None:
+                     fit_rows: int | None = None, device=None) -> None:
     """Refuse an exact GP fit that cannot fit in memory; warn when it will take long.
 
     ``fit_rows``: the hyperparameters are fitted on that many of the rows (``GPRegressor``'s
     ``hyperparameter_rows``) and the posterior conditions on all ``n_rows`` once, which holds
-    ``CONDITIONING_COPIES`` n x n matrices and costs ``n^3 / 3`` flops.
+    ``CONDITIONING_COPIES`` n x n matrices and costs ``n^3 / 3`` flops. ``device`` (a
+    ``torch.device``): the conditioning runs there (``ExactPosterior(device=...)``), so its
+    matrices are checked against that device's free memory and its time is not estimated.
 
     Raises
     ------
@@ -70,15 +81,15 @@ def check_exact_size(n_rows: int, n_starts: int = DEFAULT_STARTS,
     if fit_rows is not None and fit_rows < n_rows:
         fit_bytes, seconds = exact_fit_estimate(fit_rows, n_starts)
         copies = CONDITIONING_COPIES
-        n_bytes = max(fit_bytes, copies * 8 * n_rows * n_rows)
-        seconds += n_rows**3 / 3 / CONDITIONING_FLOPS_PER_SECOND
-    available = available_memory()
-    if n_bytes > available:
-        raise ValueError(
-            f"an exact GP on {n_rows} rows needs about {n_bytes / 2**30:.1f} GiB "
-            f"({copies} n x n float64 matrices), more than the "
-            f"{available / 2**30:.1f} GiB available; {_ALTERNATIVES}"
-        )
+        conditioning_bytes = copies * 8 * n_rows * n_rows
+        if device is not None:
+            _check_memory(n_rows, conditioning_bytes, copies, device_memory(device),
+                          f" on {device}")
+            conditioning_bytes, copies = 0, N_BY_N_COPIES  # the host holds the fit's only
+        else:
+            seconds += n_rows**3 / 3 / CONDITIONING_FLOPS_PER_SECOND
+        n_bytes = max(fit_bytes, conditioning_bytes)
+    _check_memory(n_rows, n_bytes, copies, available_memory(), "")
     if seconds > SLOW_FIT_SECONDS:
         warnings.warn(
             f"the exact GP on {n_rows} rows will take about {seconds / 60:.0f} minutes to fit "
@@ -86,4 +97,13 @@ def check_exact_size(n_rows: int, n_starts: int = DEFAULT_STARTS,
             f"{_ALTERNATIVES} much faster",
             UserWarning,
             stacklevel=4,
+        )
+
+
+def _check_memory(n_rows: int, n_bytes: int, copies: int, available: int, where: str) -> None:
+    if n_bytes > available:
+        raise ValueError(
+            f"an exact GP on {n_rows} rows needs about {n_bytes / 2**30:.1f} GiB "
+            f"({copies} n x n float64 matrices), more than the "
+            f"{available / 2**30:.1f} GiB available{where}; {_ALTERNATIVES}"
         )

@@ -38,7 +38,7 @@ from gpexplain.models._fitting import (
 )
 from gpexplain.models._icm import fit_icm
 from gpexplain.models._kernel_choices import kernel_choice
-from gpexplain.models._params import MULTISTART_CONSTRAINTS, Integer, Options
+from gpexplain.models._params import MULTISTART_CONSTRAINTS, Device, Integer, Options
 from gpexplain.models._se_likelihood import maximise_se_marginal_likelihood
 from gpexplain.models._size import check_exact_size
 from gpexplain.models._standardisation import (
@@ -48,6 +48,7 @@ from gpexplain.models._standardisation import (
 )
 from gpexplain.models._targets import target_columns
 from gpexplain.posterior import ExactPosterior, IndependentOutputs
+from gpexplain.posterior.device import check_device
 
 __all__ = ["GPRegressor"]
 
@@ -117,6 +118,12 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         rows fit on a 24 GB machine. The posterior, its predictions and explanations are exact
         given those hyperparameters. None (default) fits them on all rows; the command line
         uses 3,000 above 3,000 rows.
+    device : str or torch.device, optional
+        Where the posterior conditions on all rows and the explanations' triangular solves
+        run (``gx.ExactPosterior(device=...)``, float64 torch, e.g. "cuda"): the GPU path for
+        tens of thousands of rows, with ``hyperparameter_rows`` so that the fit itself stays
+        small. The hyperparameters are fitted on the CPU. None (default): NumPy on the CPU.
+        Not with ``multi_output="icm"``.
 
     Several outputs (issue 24): ``fit(X, Y)`` with a 2-D Y of t > 1 columns (a DataFrame's
     column names become the output names, else ``y0, y1, ...``) fits one GP per column with
@@ -188,6 +195,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         "hyperparameter_rows": Integer(2, allow_none=True),
         "multi_output": Options(("independent", "icm")),
         "rank": Integer(1, allow_none=True),
+        "device": Device(),
     }
 
     def __init__(
@@ -202,6 +210,7 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         hyperparameter_rows: int | None = None,
         multi_output: str = "independent",
         rank: int | None = None,
+        device=None,
     ):
         self._store_parameters(locals())
 
@@ -232,6 +241,10 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
 
     def _fit_icm(self, X, columns):
         """``multi_output="icm"``: one coregionalised GP of all columns (``models._icm``)."""
+        if self.device is not None:
+            raise ValueError(f"device={self.device!r} is not available with multi_output="
+                             "'icm' yet (its posterior is NumPy on the CPU); leave device unset "
+                             "or use multi_output='independent'.")
         if not (isinstance(self.kernel, str) and self.kernel == "ard") or self.optimizer is None:
             raise ValueError(
                 "multi_output='icm' fits an ARD squared-exponential ICM: use kernel='ard' and "
@@ -333,7 +346,8 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     def _fit(self, X, y, names, callback) -> None:
         """Fit the hyperparameters and build the posterior (data and parameters validated)."""
         choice, ard = self._check_params()
-        check_exact_size(len(y), self._n_full_starts(), self.hyperparameter_rows)
+        device = None if self.device is None else check_device(self.device)
+        check_exact_size(len(y), self._n_full_starts(), self.hyperparameter_rows, device)
         constant, scaling = choice_scaling(X, names, choice.sees_constant_columns)
         x_mean, x_scale = scaling.x_mean, scaling.x_scale
         y_mean, y_scale = target_scaling(y)
@@ -399,7 +413,8 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
         self.log_marginal_likelihood_value_ = float(best_lml)
         self.constant_features_ = [names[i] for i in np.flatnonzero(constant)]
         self.posterior_ = ExactPosterior(
-            X, y, self.kernel_, self.noise_, mean=self.mean_, feature_names=names
+            X, y, self.kernel_, self.noise_, mean=self.mean_, feature_names=names,
+            device=device,
         )
 
 

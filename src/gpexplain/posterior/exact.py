@@ -8,9 +8,11 @@ import warnings
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
+from gpexplain._torch import to_numpy
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import as_kernel
 from gpexplain.posterior.base import Posterior
+from gpexplain.posterior.device import check_device, device_cholesky, device_solve_lower
 
 __all__ = ["ExactPosterior", "cholesky_with_jitter"]
 
@@ -21,8 +23,8 @@ def cholesky_with_jitter(matrix: np.ndarray) -> tuple[np.ndarray, float]:
     """Lower Cholesky factor of a symmetric PSD matrix, adding diagonal jitter only if needed.
 
     Jitter starts at 1e-10 times the mean diagonal and grows tenfold up to 1e-4 times it (at
-    most seven tries). A matrix whose diagonal is zero or not finite has no scale to set a
-    jitter by and is refused at once (it used to loop forever).
+    most seven tries, ``with_jitter``). A matrix whose diagonal is zero or not finite has no
+    scale to set a jitter by and is refused at once (it used to loop forever).
 
     Returns
     -------
@@ -35,11 +37,30 @@ def cholesky_with_jitter(matrix: np.ndarray) -> tuple[np.ndarray, float]:
     np.linalg.LinAlgError
         Not positive definite even with the largest jitter.
     """
-    try:
-        return np.linalg.cholesky(matrix), 0.0
-    except np.linalg.LinAlgError:
-        pass
-    scale = float(np.mean(np.diag(matrix)))
+    def attempt(jitter):
+        try:
+            return np.linalg.cholesky(matrix + jitter * np.eye(matrix.shape[0]) if jitter
+                                      else matrix)
+        except np.linalg.LinAlgError:
+            return None
+
+    return with_jitter(attempt, float(np.mean(np.diag(matrix))))
+
+
+def with_jitter(attempt, scale: float):
+    """``(factor, jitter)`` from ``attempt(jitter)`` (a factor, or None where the matrix plus
+    ``jitter I`` is not numerically positive definite): no jitter first, then ``scale``
+    times 1e-10, 1e-9, ..., 1e-4 (``scale``: the mean diagonal), with a ``RuntimeWarning``
+    naming the jitter that was needed. Shared by the CPU and the device factorisations.
+
+    Raises
+    ------
+    np.linalg.LinAlgError
+        ``scale`` is not positive and finite, or no jitter up to 1e-4 ``scale`` helps.
+    """
+    factor = attempt(0.0)
+    if factor is not None:
+        return factor, 0.0
     if not (np.isfinite(scale) and scale > 0):
         raise np.linalg.LinAlgError(
             f"kernel matrix is not positive definite and its mean diagonal is {scale:g}, so no "
@@ -47,17 +68,16 @@ def cholesky_with_jitter(matrix: np.ndarray) -> tuple[np.ndarray, float]:
             "positive noise variance or another kernel."
         )
     for jitter in scale * np.logspace(-10, np.log10(_MAX_RELATIVE_JITTER), 7):
-        try:
-            L = np.linalg.cholesky(matrix + jitter * np.eye(matrix.shape[0]))
-        except np.linalg.LinAlgError:
+        factor = attempt(float(jitter))
+        if factor is None:
             continue
         warnings.warn(
             f"kernel matrix was not numerically positive definite; added jitter {jitter:.3g} "
             "to its diagonal.",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
-        return L, jitter
+        return factor, float(jitter)
     raise np.linalg.LinAlgError(
         "kernel matrix is not positive definite even with jitter "
         f"{_MAX_RELATIVE_JITTER:g} x its mean diagonal; increase the noise variance."
@@ -108,6 +128,11 @@ class ExactPosterior(Posterior):
         Constant prior mean m0.
     feature_names : sequence of str, optional
         Used when X carries no column names.
+    device : str or torch.device, optional
+        Where the kernel matrix is built and factorised and every triangular solve runs
+        (float64 torch, e.g. "cuda"; ``gpexplain.posterior.device``): the GPU path for tens of
+        thousands of rows. None (default): NumPy/SciPy on the CPU. Results come back as
+        NumPy either way.
 
     Attributes
     ----------
@@ -115,18 +140,23 @@ class ExactPosterior(Posterior):
         Z in the representer form (here the training inputs).
     alpha : ndarray (n_train,)
         ``a = (K + diag(noise))^{-1} (y - m0)``.
-    cholesky : ndarray (n_train, n_train)
-        Lower Cholesky factor of ``K + noise I`` (plus ``jitter`` when it was needed).
+    cholesky : ndarray or torch.Tensor (n_train, n_train)
+        Lower Cholesky factor of ``K + noise I`` (plus ``jitter`` when it was needed); a
+        tensor on ``device`` when one was given.
     jitter : float
         Diagonal jitter that had to be added (0.0 normally).
 
     Raises
     ------
     ValueError
-        Bad inputs (named), negative noise, or a matrix that is not positive definite.
+        Bad inputs (named), negative noise, a matrix that is not positive definite, or a
+        device this machine does not have.
+    TypeError
+        ``device`` neither a string nor a ``torch.device``.
     """
 
-    def __init__(self, X, y, kernel, noise: float, mean: float = 0.0, feature_names=None):
+    def __init__(self, X, y, kernel, noise: float, mean: float = 0.0, feature_names=None,
+                 device=None):
         X, names = as_feature_matrix(X, "X", feature_names)
         y = as_target(y, X.shape[0])
         noise = _as_noise(noise, X.shape[0])
@@ -139,6 +169,9 @@ class ExactPosterior(Posterior):
         self.noise = noise
         self.mean = mean
         self.feature_names = names
+        if device is not None:
+            self._factor_on(check_device(device))
+            return
         gram = self.kernel(X, X)
         if not np.all(np.isfinite(gram)):
             # np.linalg.cholesky does not check, and the solve then failed with a message
@@ -154,6 +187,17 @@ class ExactPosterior(Posterior):
         except np.linalg.LinAlgError as error:
             raise ValueError(str(error)) from None
         self.alpha = cho_solve((self.cholesky, True), y - mean)
+
+    def _factor_on(self, device) -> None:
+        """``cholesky`` (a tensor on ``device``), ``jitter`` and ``alpha`` by torch there."""
+        try:
+            self.cholesky, self.jitter = device_cholesky(
+                self.kernel, self.train_inputs, self.noise, device, with_jitter)
+        except np.linalg.LinAlgError as error:
+            raise ValueError(str(error)) from None
+        residual = self.train_targets - self.mean
+        self.alpha = device_solve_lower(
+            self.cholesky, device_solve_lower(self.cholesky, residual), transpose=True)
 
     def __repr__(self) -> str:
         n, d = self.train_inputs.shape
@@ -173,7 +217,10 @@ class ExactPosterior(Posterior):
         gives variances as sums of squares (never negative by cancellation).
         """
         flat = cross.reshape(-1, cross.shape[-1])
-        solved = solve_triangular(self.cholesky, flat.T, lower=True, check_finite=False)
+        if isinstance(self.cholesky, np.ndarray):
+            solved = solve_triangular(self.cholesky, flat.T, lower=True, check_finite=False)
+        else:  # a factor on a device
+            solved = device_solve_lower(self.cholesky, flat.T)
         return solved.reshape((self.cholesky.shape[0],) + cross.shape[:-1])
 
     def quadratic_form(self, left: np.ndarray, right: np.ndarray | None = None) -> np.ndarray:
@@ -192,7 +239,7 @@ class ExactPosterior(Posterior):
         n = residual.shape[0]
         return float(
             -0.5 * residual @ self.alpha
-            - np.sum(np.log(np.diag(self.cholesky)))
+            - np.sum(np.log(np.diag(to_numpy(self.cholesky))))
             - 0.5 * n * np.log(2.0 * np.pi)
         )
 
