@@ -22,18 +22,43 @@ from sklearn.metrics import r2_score
 
 from gpexplain.attribution import group_matrix
 from gpexplain.cli import methods, output
-from gpexplain.cli.choices import family
+from gpexplain.cli.choices import MULTI_OUTPUT_CHOICES, family
 from gpexplain.cli.classification import file_label
 from gpexplain.cli.common import HOLDOUT_FRACTION, finite_or_none, say, write_json
 from gpexplain.cli.regression import Regression
 from gpexplain.models.families import FAMILIES, kernel_hyperparameters
 
-__all__ = ["CORRELATIONS_FILE", "MultiOutputRegression", "output_correlations"]
+__all__ = [
+    "CORRELATIONS_FILE",
+    "MultiOutputRegression",
+    "check_targets",
+    "file_labels",
+    "multi_output_hyperparameters",
+    "output_correlations",
+]
 
 CORRELATIONS_FILE = "output_correlations.csv"
 # Methods whose per-target results the writer lays out (``--method interactions`` writes a
 # table of pairs per target, not yet joined across targets).
 _METHODS = ("ig", "shapley")
+
+
+def check_targets(choice, n_targets: int) -> None:
+    """ValueError for ``--multi-output`` options that the number of ``--target`` columns rules
+    out: a form other than the default with one target (``explain`` and ``sensitivity``)."""
+    if n_targets == 1 and choice.multi_output != MULTI_OUTPUT_CHOICES[0]:
+        raise ValueError(f"--multi-output {choice.multi_output} applies to several --target "
+                         "columns")
+
+
+def file_labels(names) -> list[str]:
+    """A label per target for file names (``attributions_<label>.png``,
+    ``sensitivity_<label>.png``): the name with unsafe characters replaced, numbered when two
+    names would give the same label."""
+    labels = [file_label(name) for name in names]
+    if len(set(labels)) < len(labels):  # two names that file names cannot tell apart
+        labels = [f"{label}_{k}" for k, label in enumerate(labels)]
+    return labels
 
 
 def output_correlations(explanation, encoder) -> pd.DataFrame | None:
@@ -72,10 +97,10 @@ def output_correlations(explanation, encoder) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True)
 
 
-def _hyperparameters(model, names: list[str], chosen) -> dict:
-    """summary.json's ``hyperparameters``: per target the single-output report (independent
-    GPs), or the shared kernel with the coregionalisation matrix B, per-target noise and mean
-    (ICM)."""
+def multi_output_hyperparameters(model, names: list[str], chosen) -> dict:
+    """summary.json's ``hyperparameters`` (``explain`` and ``sensitivity``): per target the
+    single-output report (independent GPs), or the shared kernel with the coregionalisation
+    matrix B, per-target noise and mean (ICM)."""
     posterior = model.posterior_
     if posterior.independent:
         return {name: chosen.hyperparameters(estimator, names)
@@ -182,8 +207,8 @@ class MultiOutputRegression(Regression):
         chosen = family(record.choice.model)
         names = list(X_model.columns)
         first = encoded.attributions[0]
-        result = output.summary(model, _hyperparameters(model, names, chosen), first, {},
-                                X_model, record)
+        result = output.summary(model, multi_output_hyperparameters(model, names, chosen),
+                                first, {}, X_model, record)
         importances = {name: methods.importance(attr) for name, attr in attributions.items()}
         result.update({
             "task": "multi-output regression",
@@ -230,10 +255,8 @@ class MultiOutputRegression(Regression):
             }
         write_json(out / "summary.json", result)
 
-        labels = [file_label(name) for name in attributions]
-        if len(set(labels)) < len(labels):  # two names that file names cannot tell apart
-            labels = [f"{label}_{k}" for k, label in enumerate(labels)]
-        for label, (name, attr) in zip(labels, attributions.items(), strict=True):
+        for label, (name, attr) in zip(file_labels(attributions), attributions.items(),
+                                       strict=True):
             units = f"units of {name!r}"
             written += output.save_attribution_figures(
                 attr, explained, out, suffix=f"_{label}", title=f"target {name}: {attr.method}",

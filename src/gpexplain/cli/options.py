@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from gpexplain.cli.choices import MULTI_OUTPUT_CHOICES
+
 __all__ = [
     "DataArgument",
     "DecimalOption",
@@ -19,6 +21,7 @@ __all__ = [
     "ForceOption",
     "HeaderOption",
     "MissingOption",
+    "MultiOutputOption",
     "NamesOption",
     "OutOption",
     "RowsOption",
@@ -77,4 +80,12 @@ OutOption = Annotated[
 ForceOption = Annotated[
     bool,
     typer.Option("--force", help="Replace --out even when it holds other files (deleted)."),
+]
+MultiOutputOption = Annotated[
+    str,
+    typer.Option(
+        help=f"Several --target columns: {MULTI_OUTPUT_CHOICES[0]} (one GP per target) or icm "
+        "(one intrinsic coregionalisation model of all of them, --kernel ard; explain writes "
+        "the correlation of different targets' attributions to output_correlations.csv).",
+    ),
 ]
