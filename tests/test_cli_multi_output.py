@@ -178,6 +178,13 @@ def test_a_saved_model_of_several_targets_explains_again_with_model_from(form, t
          ["unknown --multi-output 'lmc'"]),
         (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--kernel", "rq"],
          ["use --kernel ard, not rq"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "0"],
+         ["--rank must be a positive integer", "got 0"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "3"],
+         ["--rank 3 is above the number of --target columns, 2"]),
+        (["--target", PRICE, "--target", STORES, "--rank", "1"],
+         ["--rank applies to --multi-output icm", "not to --multi-output independent"]),
+        (["--target", PRICE, "--rank", "1"], ["--rank applies to --multi-output icm"]),
     ],
 )
 def test_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv, tmp_path):
@@ -279,6 +286,10 @@ def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):
          ["unknown --multi-output 'lmc'"]),
         (["--target", PRICE, "--target", STORES, "--drop", STORES],
          ["--drop removes the target column"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "3"],
+         ["--rank 3 is above the number of --target columns, 2"]),
+        (["--target", PRICE, "--target", STORES, "--rank", "2"],
+         ["--rank applies to --multi-output icm"]),
     ],
 )
 def test_sensitivity_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv,
@@ -286,3 +297,37 @@ def test_sensitivity_refusals_are_one_line_with_exit_code_2(options, fragments, 
     # text labels: sensitivity analyses numbers (integer codes are numbers there)
     _assert_refused("sensitivity", taipei_csv, tmp_path,
                     lambda many: np.where(many, "many", "few"), options, fragments)
+
+
+def test_rank_fits_the_icm_of_that_rank_and_is_saved_with_the_model(taipei_csv, tmp_path):
+    """--rank 1: the ICM GPRegressor(multi_output="icm", rank=1) of the same rows (B = w w^T +
+    diag(v), not the full-rank fit's B); --save-model keeps it, --model-from explains with it
+    and refuses a new --rank; sensitivity takes it too."""
+    options = ["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "1"]
+    out = _run(taipei_csv, tmp_path / "rank1", *options, "--no-holdout",
+               "--save-model", tmp_path / "saved")
+    frame = pd.read_csv(taipei_csv)
+    Y = frame[[PRICE, STORES]]
+    ranked = gx.GPRegressor(multi_output="icm", rank=1).fit(frame[FEATURES], Y)
+    full = gx.GPRegressor(multi_output="icm").fit(frame[FEATURES], Y)
+    fitted = json.loads((out / "summary.json").read_text())["hyperparameters"]
+    assert fitted["rank"] == 1
+    written = np.array([[fitted["coregionalization"][a][b] for b in (PRICE, STORES)]
+                        for a in (PRICE, STORES)])
+    np.testing.assert_allclose(written, ranked.coregionalization_, rtol=1e-6)
+    assert not np.allclose(written, full.coregionalization_, rtol=1e-3)
+    assert json.loads((tmp_path / "saved" / "cli.json").read_text())["rank"] == 1
+    assert gx.load(tmp_path / "saved").rank == 1
+    again = _run(taipei_csv, tmp_path / "again", "--model-from", tmp_path / "saved")
+    pd.testing.assert_frame_equal(pd.read_csv(out / "attributions.csv"),
+                                  pd.read_csv(again / "attributions.csv"))
+    assert json.loads((again / "summary.json").read_text())["hyperparameters"]["rank"] == 1
+    refused = invoke("explain", taipei_csv, "--model-from", tmp_path / "saved", "--rank", "2",
+                     "--out", tmp_path / "refused")
+    assert refused.exit_code == 2 and "--rank" in refused.stderr
+    sensitivity = _sensitivity(taipei_csv, tmp_path / "sens", *options)
+    summary = json.loads((sensitivity / "summary.json").read_text())
+    assert summary["hyperparameters"]["rank"] == 1
+    expected = gx.global_sensitivity(ranked.posterior_.marginal(1))
+    rows = pd.read_csv(sensitivity / "sensitivity.csv").query("output == @STORES")
+    np.testing.assert_allclose(rows["shapley_effect"], expected.shapley_effects, rtol=1e-6)

@@ -424,6 +424,7 @@ def command(
         typer.Option(help="Explain on a local Dask cluster of N worker processes."),
     ] = None,
     multi_output: options.MultiOutputOption = MULTI_OUTPUT_CHOICES[0],
+    rank: options.RankOption = None,
     explain: Annotated[
         str,
         typer.Option(
@@ -444,13 +445,14 @@ def command(
             if target is None:
                 raise ValueError("--target is required (unless --model-from is given)")
             choice = check_choice(model, kernel, method, seed, n_inducing, game, background,
-                                  multi_output)
+                                  multi_output, rank)
         else:
-            defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None, MULTI_OUTPUT_CHOICES[0])
-            if save_model is not None or (model, kernel, n_inducing, multi_output) != defaults:
+            defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None, MULTI_OUTPUT_CHOICES[0], None)
+            if save_model is not None or (
+                    model, kernel, n_inducing, multi_output, rank) != defaults:
                 raise ValueError(
                     "--model-from uses the saved model as it is; drop --model, --kernel, "
-                    "--n-inducing, --multi-output and --save-model"
+                    "--n-inducing, --multi-output, --rank and --save-model"
                 )
             loaded = saved.load_model(model_from, method, game, background)
             if isinstance(target, list) and target != loaded.target:

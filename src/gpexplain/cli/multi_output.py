@@ -45,10 +45,14 @@ _METHODS = ("ig", "shapley")
 
 def check_targets(choice, n_targets: int) -> None:
     """ValueError for ``--multi-output`` options that the number of ``--target`` columns rules
-    out: a form other than the default with one target (``explain`` and ``sensitivity``)."""
+    out (``explain`` and ``sensitivity``): a form other than the default with one target, a
+    ``--rank`` above the number of targets."""
     if n_targets == 1 and choice.multi_output != MULTI_OUTPUT_CHOICES[0]:
         raise ValueError(f"--multi-output {choice.multi_output} applies to several --target "
                          "columns")
+    if choice.rank is not None and choice.rank > n_targets:
+        raise ValueError(f"--rank {choice.rank} is above the number of --target columns, "
+                         f"{n_targets}; give 1 to {n_targets}")
 
 
 def file_labels(names) -> list[str]:
@@ -115,6 +119,7 @@ def multi_output_hyperparameters(model, names: list[str], chosen) -> dict:
         "output_correlation": {a: dict(zip(outputs, map(float, row), strict=True))
                                for a, row in zip(outputs, B / np.outer(scale, scale),
                                                  strict=True)},
+        "rank": len(outputs) if model.rank is None else int(model.rank),  # columns of W
         "noise": dict(zip(outputs, map(float, model.noise_), strict=True)),
         "mean": dict(zip(outputs, map(float, model.mean_), strict=True)),
         "units": "k(x, x') B_ij: the kernel's variance is 1 and B_ij is in units of target i "
@@ -166,9 +171,10 @@ class MultiOutputRegression(Regression):
     @staticmethod
     def build(choice, n_rows: int, warm_start=None):
         """An unfitted estimator of ``--model``'s family for a 2-D target in the
-        ``--multi-output`` form (``warm_start`` is not used: the held-out fit starts afresh)."""
+        ``--multi-output`` form, with ``--rank`` (``warm_start`` is not used: the held-out fit
+        starts afresh)."""
         model = family(choice.model).build(choice.settings(n_rows))
-        return model.set_params(multi_output=choice.multi_output)
+        return model.set_params(multi_output=choice.multi_output, rank=choice.rank)
 
     @staticmethod
     def holdout_scores(model, X_test, Y_test) -> dict:

@@ -24,6 +24,7 @@ __all__ = [
     "MultiOutputOption",
     "NamesOption",
     "OutOption",
+    "RankOption",
     "RowsOption",
     "SeedOption",
     "TargetOption",
@@ -87,5 +88,13 @@ MultiOutputOption = Annotated[
         help=f"Several --target columns: {MULTI_OUTPUT_CHOICES[0]} (one GP per target) or icm "
         "(one intrinsic coregionalisation model of all of them, --kernel ard; explain writes "
         "the correlation of different targets' attributions to output_correlations.csv).",
+    ),
+]
+RankOption = Annotated[
+    int | None,
+    typer.Option(
+        help="--multi-output icm only: the rank r of W in its coregionalisation matrix B = W "
+        "W^T + diag(v), 1 to the number of targets (default: that number, full rank; 1: the "
+        "targets share one latent function besides their own parts).",
     ),
 ]

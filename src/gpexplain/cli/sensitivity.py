@@ -82,6 +82,7 @@ def command(
         "--interactions", help="Also the second-order (pair) Sobol indices, with their "
         "posterior expectation and std, in interactions.csv.")] = False,
     multi_output: options.MultiOutputOption = MULTI_OUTPUT_CHOICES[0],
+    rank: options.RankOption = None,
 ) -> None:
     """Fit an exact GP to DATA and write its global Sobol indices and Shapley effects, with
     their posterior uncertainty, under the columns' Gaussian product measure."""
@@ -96,7 +97,8 @@ def command(
                 f"--kernel {kernel!r} has no closed-form Sobol indices here; use "
                 f"{' or '.join(PRODUCT_KERNELS)} (product kernels)"
             )
-        choice = check_choice("exact", kernel, "auto", seed, None, multi_output=multi_output)
+        choice = check_choice("exact", kernel, "auto", seed, None, multi_output=multi_output,
+                              rank=rank)
         selected, column, dropped = reading.select(frame, given, drop, missing)
         columns = [column] if isinstance(column, str) else column
         for name in columns:
