@@ -221,7 +221,7 @@ def _sensitivity(path, out, *options):
 
 def test_sensitivity_of_independent_targets_equals_runs_of_one_target(taipei_csv, tmp_path):
     out = _sensitivity(taipei_csv, tmp_path / "both", "--target", PRICE, "--target", STORES,
-                       "--interactions")
+                       "--interactions", "--report")
     table = pd.read_csv(out / "sensitivity.csv")
     pairs = pd.read_csv(out / "interactions.csv")
     assert table.columns[0] == "output" and pairs.columns[0] == "output"
@@ -250,6 +250,30 @@ def test_sensitivity_of_independent_targets_equals_runs_of_one_target(taipei_csv
     for suffix in ("Y_house_price_of_unit_area", "X4_number_of_convenience_stores"):
         assert (out / f"sensitivity_{suffix}.png").stat().st_size > 0
     assert not (out / "sensitivity.png").exists()
+    assert summary["figures"] == {PRICE: "sensitivity_Y_house_price_of_unit_area.png",
+                                  STORES: "sensitivity_X4_number_of_convenience_stores.png"}
+    page = (out / "report.html").read_text()
+    for target in (PRICE, STORES):  # a section per target, its figure inlined
+        assert f"Global sensitivity of target {target}</h2>" in page
+    assert page.count("data:image/png") == 2 and "Sobol" in page
+    assert "zero (independent GPs)" in page and "Strongest pairs" in page
+
+
+def test_report_command_reads_a_sensitivity_output(taipei_csv, tmp_path):
+    out = _sensitivity(taipei_csv, tmp_path / "sens", "--target", PRICE, "--target", STORES)
+    assert not (out / "report.html").exists()
+    assert_ok(invoke("report", out))
+    page = (out / "report.html").read_text()
+    assert page.count("Global sensitivity of target") == 2
+    table = pd.read_csv(out / "sensitivity.csv")
+    top = table[table["output"] == STORES].sort_values("total_index").iloc[-1]
+    assert f"<td>{top['total_index']:.4g}</td>" in page
+    summary = json.loads((out / "summary.json").read_text())
+    del summary["figures"]
+    (out / "summary.json").write_text(json.dumps(summary))
+    refused = invoke("report", out)
+    assert refused.exit_code == 2 and "not written by this version of gpexplain sensitivity" in (
+        refused.stderr)
 
 
 def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):

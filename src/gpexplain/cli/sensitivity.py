@@ -48,7 +48,7 @@ from gpexplain.cli.common import (
     writing_into,
 )
 from gpexplain.cli.multi_output import check_targets, file_labels, multi_output_hyperparameters
-from gpexplain.cli.output import write_csv
+from gpexplain.cli.output import finish, say_written, write_csv
 from gpexplain.cli.tasks import TASKS
 from gpexplain.explain.methods import METHODS
 from gpexplain.global_attribution import MultiOutputSensitivity
@@ -83,6 +83,9 @@ def command(
         "posterior expectation and std, in interactions.csv.")] = False,
     multi_output: options.MultiOutputOption = MULTI_OUTPUT_CHOICES[0],
     rank: options.RankOption = None,
+    report: Annotated[bool, typer.Option(
+        "--report", help="Also write report.html (see gpexplain report): the indices of "
+        "each target with their figure.")] = False,
 ) -> None:
     """Fit an exact GP to DATA and write its global Sobol indices and Shapley effects, with
     their posterior uncertainty, under the columns' Gaussian product measure."""
@@ -157,9 +160,17 @@ def command(
         })
     else:
         summary.update(entries[None])
-    summary.update({"timings_seconds": timings, "gpexplain_version": __version__})
     figures = {name: "sensitivity.png" if name is None else f"sensitivity_{label}.png"
                for name, label in zip(per_target, file_labels(per_target), strict=True)}
+    method = METHODS.get("global-sensitivity")
+    summary.update({
+        "figures": {column if name is None else name: figure  # by target name
+                    for name, figure in figures.items()},
+        "method_id": "global-sensitivity",
+        "references": [str(reference) for reference in method.references],
+        "timings_seconds": timings,
+        "gpexplain_version": __version__,
+    })
     table = result.to_frame()
     with writing_into(out) as folder:
         write_csv(table, folder / "sensitivity.csv")
@@ -172,14 +183,14 @@ def command(
             figure.savefig(folder / figures[name], dpi=120)
         if interactions:
             write_csv(result.interactions_frame(), folder / "interactions.csv")
+        written = finish(folder, ["sensitivity.csv", "summary.json", *figures.values()]
+                         + (["interactions.csv"] if interactions else []), report)
     stdout = Console()
     for name, one in per_target.items():
         if name is not None:
             say(stdout, f"Target {name}")
         _say_top_features(stdout, one)
-    written = ", ".join(["sensitivity.csv", "summary.json", *figures.values()]
-                        + (["interactions.csv"] if interactions else []))
-    say(stdout, f"Wrote {written} to {out}")
+    say_written(stdout, written, out)
 
 
 def _entries(result, interactions: bool) -> dict:
