@@ -166,6 +166,7 @@ def command(
     summary.update({
         "figures": {column if name is None else name: figure  # by target name
                     for name, figure in figures.items()},
+        **({"interactions_file": "interactions.csv"} if interactions else {}),
         "method_id": "global-sensitivity",
         "references": [str(reference) for reference in method.references],
         "timings_seconds": timings,
@@ -202,8 +203,8 @@ def _entries(result, interactions: bool) -> dict:
         "std_of_variance_over_posterior": result.total_variance_std,
         "features": result.to_frame().to_dict(orient="records"),
         **({"interactions": result.interactions_frame().sort_values(
-            "second_order", ascending=False).head(10).to_dict(orient="records"),
-            "interactions_file": "interactions.csv"} if interactions else {}),
+            "second_order", ascending=False).head(10).to_dict(orient="records")}
+           if interactions else {}),
     }
 
 
