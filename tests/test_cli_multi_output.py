@@ -178,17 +178,180 @@ def test_a_saved_model_of_several_targets_explains_again_with_model_from(form, t
          ["unknown --multi-output 'lmc'"]),
         (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--kernel", "rq"],
          ["use --kernel ard, not rq"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "0"],
+         ["--rank must be a positive integer", "got 0"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "3"],
+         ["--rank 3 is above the number of --target columns, 2"]),
+        (["--target", PRICE, "--target", STORES, "--rank", "1"],
+         ["--rank applies to --multi-output icm", "not to --multi-output independent"]),
+        (["--target", PRICE, "--rank", "1"], ["--rank applies to --multi-output icm"]),
     ],
 )
 def test_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv, tmp_path):
+    # 0/1 codes: a class target under --task auto
+    _assert_refused("explain", taipei_csv, tmp_path, lambda many: many.astype(int), options,
+                    fragments)
+
+
+def _assert_refused(command, taipei_csv, tmp_path, flag, options, fragments):
+    """``command`` on the Taipei rows with a column ``flag`` (``flag`` of whether a row has
+    more than 4 stores) and ``options`` exits with code 2 and one line holding ``fragments``,
+    writing nothing."""
     frame = pd.read_csv(taipei_csv)
-    frame["flag"] = (frame[STORES] > 4).astype(int)  # 0/1 codes: a class target under auto
+    frame["flag"] = flag(frame[STORES] > 4)
     path = tmp_path / "data.csv"
     frame.to_csv(path, index=False)
-    result = invoke("explain", path, "--out", tmp_path / "out", *options)
+    result = invoke(command, path, "--out", tmp_path / "out", *options)
     assert result.exit_code == 2, result.output
     message = result.stderr.strip()
     assert message.startswith("Error: ") and "\n" not in message, message
     for fragment in fragments:
         assert fragment in message, message
     assert not (tmp_path / "out").exists()
+
+
+# ``gpexplain sensitivity`` with several --target columns: the same model as explain's, each
+# target's indices those of its marginal posterior.
+
+def _sensitivity(path, out, *options):
+    result = invoke("sensitivity", path, "--out", out, *options)
+    assert_ok(result)
+    return out
+
+
+def test_sensitivity_of_independent_targets_equals_runs_of_one_target(taipei_csv, tmp_path):
+    out = _sensitivity(taipei_csv, tmp_path / "both", "--target", PRICE, "--target", STORES,
+                       "--interactions", "--report")
+    table = pd.read_csv(out / "sensitivity.csv")
+    pairs = pd.read_csv(out / "interactions.csv")
+    assert table.columns[0] == "output" and pairs.columns[0] == "output"
+    assert table["output"].unique().tolist() == [PRICE, STORES]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["outputs"] == [PRICE, STORES] and summary["multi_output"] == "independent"
+    assert summary["cross_output"]["independent"] is True
+    for target, other in ((PRICE, STORES), (STORES, PRICE)):
+        alone = _sensitivity(taipei_csv, tmp_path / f"alone{len(target)}", "--target", target,
+                             "--drop", other, "--interactions")
+        for name, mine in (("sensitivity.csv", table), ("interactions.csv", pairs)):
+            reference = pd.read_csv(alone / name)
+            rows = mine[mine["output"] == target].drop(columns="output").reset_index(drop=True)
+            assert list(rows.columns) == list(reference.columns)
+            numbers = reference.select_dtypes("number").columns
+            np.testing.assert_allclose(rows[numbers], reference[numbers], rtol=1e-8,
+                                       atol=1e-10 * reference[numbers].abs().to_numpy().max())
+            assert rows.drop(columns=numbers).equals(reference.drop(columns=numbers))
+        single = json.loads((alone / "summary.json").read_text())
+        for key in ("variance_of_posterior_mean", "expected_variance_over_posterior",
+                    "std_of_variance_over_posterior"):
+            assert summary[key][target] == pytest.approx(single[key], rel=1e-8)
+        assert [f["feature"] for f in summary["features"][target]] == FEATURES
+        assert len(summary["interactions"][target]) == len(single["interactions"])
+        assert set(summary["hyperparameters"][target]["lengthscales"]) == set(FEATURES)
+    for suffix in ("Y_house_price_of_unit_area", "X4_number_of_convenience_stores"):
+        assert (out / f"sensitivity_{suffix}.png").stat().st_size > 0
+    assert not (out / "sensitivity.png").exists()
+    assert summary["figures"] == {PRICE: "sensitivity_Y_house_price_of_unit_area.png",
+                                  STORES: "sensitivity_X4_number_of_convenience_stores.png"}
+    page = (out / "report.html").read_text()
+    for target in (PRICE, STORES):  # a section per target, its figure inlined
+        assert f"Global sensitivity of target {target}</h2>" in page
+    assert page.count("data:image/png") == 2 and "Sobol" in page
+    assert "zero (independent GPs)" in page and "Strongest pairs" in page
+
+
+def test_report_command_reads_a_sensitivity_output(taipei_csv, tmp_path):
+    out = _sensitivity(taipei_csv, tmp_path / "sens", "--target", PRICE, "--target", STORES)
+    assert not (out / "report.html").exists()
+    assert_ok(invoke("report", out))
+    page = (out / "report.html").read_text()
+    assert page.count("Global sensitivity of target") == 2
+    table = pd.read_csv(out / "sensitivity.csv")
+    top = table[table["output"] == STORES].sort_values("total_index").iloc[-1]
+    assert f"<td>{top['total_index']:.4g}</td>" in page
+    summary = json.loads((out / "summary.json").read_text())
+    del summary["figures"]
+    (out / "summary.json").write_text(json.dumps(summary))
+    refused = invoke("report", out)
+    assert refused.exit_code == 2 and "not written by this version of gpexplain sensitivity" in (
+        refused.stderr)
+
+
+def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):
+    out = _sensitivity(taipei_csv, tmp_path / "icm", "--target", PRICE, "--target", STORES,
+                       "--multi-output", "icm")
+    table = pd.read_csv(out / "sensitivity.csv")
+    frame = pd.read_csv(taipei_csv)
+    model = gx.GPRegressor(multi_output="icm").fit(frame[FEATURES], frame[[PRICE, STORES]])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cross_output"]["independent"] is False
+    assert summary["hyperparameters"]["coregionalization"][PRICE][STORES] == pytest.approx(
+        model.coregionalization_[0, 1], rel=1e-6)
+    for j, target in enumerate((PRICE, STORES)):
+        # the marginal of target j, under the Gaussian measure of the training columns
+        expected = gx.global_sensitivity(model.posterior_.marginal(j))
+        rows = table[table["output"] == target]
+        np.testing.assert_allclose(rows["shapley_effect"], expected.shapley_effects, rtol=1e-6)
+        np.testing.assert_allclose(rows["total_std"], expected.total_std, rtol=1e-6)
+        np.testing.assert_allclose(rows["shapley_index"].sum(), 1.0, rtol=1e-10)
+        assert summary["variance_of_posterior_mean"][target] == pytest.approx(
+            expected.total_variance, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("options", "fragments"),
+    [
+        (["--target", PRICE, "--multi-output", "icm"],
+         ["--multi-output icm applies to several --target columns"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--kernel",
+          "isotropic"], ["use --kernel ard, not isotropic"]),
+        (["--target", PRICE, "--target", "flag"], ["'flag' holds class labels"]),
+        (["--target", PRICE, "--target", PRICE], ["is given more than once"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "lmc"],
+         ["unknown --multi-output 'lmc'"]),
+        (["--target", PRICE, "--target", STORES, "--drop", STORES],
+         ["--drop removes the target column"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "3"],
+         ["--rank 3 is above the number of --target columns, 2"]),
+        (["--target", PRICE, "--target", STORES, "--rank", "2"],
+         ["--rank applies to --multi-output icm"]),
+    ],
+)
+def test_sensitivity_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv,
+                                                            tmp_path):
+    # text labels: sensitivity analyses numbers (integer codes are numbers there)
+    _assert_refused("sensitivity", taipei_csv, tmp_path,
+                    lambda many: np.where(many, "many", "few"), options, fragments)
+
+
+def test_rank_fits_the_icm_of_that_rank_and_is_saved_with_the_model(taipei_csv, tmp_path):
+    """--rank 1: the ICM GPRegressor(multi_output="icm", rank=1) of the same rows (B = w w^T +
+    diag(v), not the full-rank fit's B); --save-model keeps it, --model-from explains with it
+    and refuses a new --rank; sensitivity takes it too."""
+    options = ["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "1"]
+    out = _run(taipei_csv, tmp_path / "rank1", *options, "--no-holdout",
+               "--save-model", tmp_path / "saved")
+    frame = pd.read_csv(taipei_csv)
+    Y = frame[[PRICE, STORES]]
+    ranked = gx.GPRegressor(multi_output="icm", rank=1).fit(frame[FEATURES], Y)
+    full = gx.GPRegressor(multi_output="icm").fit(frame[FEATURES], Y)
+    fitted = json.loads((out / "summary.json").read_text())["hyperparameters"]
+    assert fitted["rank"] == 1
+    written = np.array([[fitted["coregionalization"][a][b] for b in (PRICE, STORES)]
+                        for a in (PRICE, STORES)])
+    np.testing.assert_allclose(written, ranked.coregionalization_, rtol=1e-6)
+    assert not np.allclose(written, full.coregionalization_, rtol=1e-3)
+    assert json.loads((tmp_path / "saved" / "cli.json").read_text())["rank"] == 1
+    assert gx.load(tmp_path / "saved").rank == 1
+    again = _run(taipei_csv, tmp_path / "again", "--model-from", tmp_path / "saved")
+    pd.testing.assert_frame_equal(pd.read_csv(out / "attributions.csv"),
+                                  pd.read_csv(again / "attributions.csv"))
+    assert json.loads((again / "summary.json").read_text())["hyperparameters"]["rank"] == 1
+    refused = invoke("explain", taipei_csv, "--model-from", tmp_path / "saved", "--rank", "2",
+                     "--out", tmp_path / "refused")
+    assert refused.exit_code == 2 and "--rank" in refused.stderr
+    sensitivity = _sensitivity(taipei_csv, tmp_path / "sens", *options)
+    summary = json.loads((sensitivity / "summary.json").read_text())
+    assert summary["hyperparameters"]["rank"] == 1
+    expected = gx.global_sensitivity(ranked.posterior_.marginal(1))
+    rows = pd.read_csv(sensitivity / "sensitivity.csv").query("output == @STORES")
+    np.testing.assert_allclose(rows["shapley_effect"], expected.shapley_effects, rtol=1e-6)

@@ -67,10 +67,13 @@ def test_bad_shapley_options_exit_2(tmp_path, small_csv, options, fragment):
 
 def test_sensitivity_command(tmp_path, small_csv):
     out = tmp_path / "sens"
-    result = invoke("sensitivity", small_csv, "--target", "y", "--out", out)
+    result = invoke("sensitivity", small_csv, "--target", "y", "--out", out, "--report")
     assert_ok(result)
     table = pd.read_csv(out / "sensitivity.csv")
     assert list(table["feature"]) == ["a", "b", "c"]
+    page = (out / "report.html").read_text()
+    assert "<h2>Global sensitivity</h2>" in page and page.count("data:image/png") == 1
+    assert "Sobol" in page and "report.html" in result.stdout
     np.testing.assert_allclose(table["shapley_index"].sum(), 1.0, rtol=1e-10)
     for column in ("first_order_std", "total_std", "shapley_effect_std"):
         assert np.all(table[column] >= 0)

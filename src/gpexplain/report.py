@@ -9,6 +9,11 @@ classification mode (a ``class`` column) gets the explanation sections once per 
 class, in latent units, and held-out accuracy, log loss and Brier score as fit quality; that
 of several targets (an ``output`` column) once per target, with R^2 per target and the
 correlation of the attributions across targets.
+
+A ``gpexplain sensitivity`` output directory (``sensitivity.csv``, no ``attributions.csv``)
+gets its own page: data and model, then per target the Sobol indices and Shapley effects with
+their posterior uncertainty (the table and the figure the command wrote, the strongest pairs
+with ``--interactions``), the note on the covariance across targets, and the references.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import pandas as pd
 from gpexplain.attribution import Attribution
 from gpexplain.plot import plot_dependence, plot_global_importance, plot_summary, plot_waterfall
 
-__all__ = ["write_report", "REPORT_NAME", "MAX_ROWS"]
+__all__ = ["write_report", "REPORT_NAME", "MAX_ROWS", "SENSITIVITY_TABLE"]
 
 REPORT_NAME = "report.html"
 MAX_ROWS = 10  # per-row sections drawn; the table of all rows stays in attributions.csv
@@ -385,6 +390,18 @@ def _ranking_table(importance, leading: int = 5) -> str:
 def _method(summary: dict) -> str:
     """Method and references: those the command recorded from the method registry
     (``gpexplain.explain.methods``) in ``summary.json``; never guessed from the method's text."""
+    return _cited(
+        summary,
+        "Every attribution of a GP regression model (and of a GP classifier's latent function) "
+        "is a linear functional of the latent function, hence Gaussian under the posterior; its "
+        "mean and covariance are computed in closed form (or by accurate quadrature), not by "
+        f"sampling.</p><p>{_text(summary['method'])}",
+    )
+
+
+def _cited(summary: dict, text: str) -> str:
+    """The "Method and references" section: ``text`` (HTML, one paragraph's content), the
+    references ``summary.json`` records, the version and the date."""
     references = summary.get("references")
     cited = (
         "<ul>" + "".join(f"<li>{_text(reference)}</li>" for reference in references) + "</ul>"
@@ -393,10 +410,7 @@ def _method(summary: dict) -> str:
         "older than 0.3); see docs/errata.md for the papers.</p>"
     )
     return (
-        "<h2>Method and references</h2><p>Every attribution of a GP regression model (and of a "
-        "GP classifier's latent function) is a linear functional of the latent function, hence "
-        "Gaussian under the posterior; its mean and covariance are computed in closed form (or "
-        f"by accurate quadrature), not by sampling.</p><p>{_text(summary['method'])}</p>{cited}"
+        f"<h2>Method and references</h2><p>{text}</p>{cited}"
         f"<p class='note'>gpexplain {html.escape(str(summary.get('gpexplain_version', '')))}; "
         f"report written {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.</p>"
     )
@@ -438,12 +452,14 @@ def _completeness(summary: dict, attr: Attribution, gaps: dict, title: str = "")
 
 
 def write_report(out_dir, path=None) -> Path:
-    """Write the HTML report of a ``gpexplain explain`` output directory.
+    """Write the HTML report of a ``gpexplain explain`` (or ``gpexplain sensitivity``)
+    output directory.
 
     Parameters
     ----------
     out_dir : str or os.PathLike
         Directory holding ``summary.json`` and ``attributions.csv`` (``gpexplain explain
+        --out``), or ``summary.json`` and ``sensitivity.csv`` (``gpexplain sensitivity
         --out``).
     path : str or os.PathLike, optional
         Where to write; default ``out_dir / "report.html"``.
@@ -456,12 +472,15 @@ def write_report(out_dir, path=None) -> Path:
     Raises
     ------
     ValueError
-        ``out_dir`` is not a directory, lacks or cannot parse the explain files (named), or was
-        written by an older explain without per-row predictions.
+        ``out_dir`` is not a directory, lacks or cannot parse the explain (or sensitivity)
+        files (named), or was written by an older version without the entries the page
+        needs.
     """
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         raise ValueError(f"{str(out_dir)!r} is not a directory; give the output of explain")
+    if (out_dir / SENSITIVITY_TABLE).is_file() and not (out_dir / "attributions.csv").is_file():
+        return _write_page(out_dir, path, *_sensitivity_page(out_dir))
     summary, table = _read(out_dir)
     baseline = summary.get("baseline") or {}
     sections = _overview(summary)
@@ -486,7 +505,18 @@ def write_report(out_dir, path=None) -> Path:
         sections.append(_cross_output(summary["cross_output_correlation"]))
     sections.append(_variance(out_dir))
     sections.append(_method(summary))
-    title = f"gpexplain report: {summary.get('target')} ({Path(str(summary['data_file'])).name})"
+    return _write_page(out_dir, path, _title(summary), sections)
+
+
+def _title(summary: dict) -> str:
+    """The page's title: the target (several: their names) and the data file's name."""
+    target = summary.get("target")
+    shown = ", ".join(map(str, target)) if isinstance(target, list) else target
+    return f"gpexplain report: {shown} ({Path(str(summary['data_file'])).name})"
+
+
+def _write_page(out_dir: Path, path, title: str, sections: list[str]) -> Path:
+    """Write the page of ``sections`` to ``path`` (default ``out_dir / REPORT_NAME``)."""
     page = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
@@ -495,3 +525,83 @@ def write_report(out_dir, path=None) -> Path:
     path = out_dir / REPORT_NAME if path is None else Path(path)
     path.write_text(page, encoding="utf-8")
     return path
+
+
+# -- gpexplain sensitivity ------------------------------------------------------------------
+SENSITIVITY_TABLE = "sensitivity.csv"
+_SENSITIVITY_COLUMNS = {  # sensitivity.csv column -> heading
+    "feature": "feature", "first_order_index": "first-order index",
+    "total_index": "total index", "shapley_index": "Shapley index",
+    "expected_shapley_effect": "Shapley effect (posterior expectation)",
+    "shapley_effect_std": "its posterior std",
+}
+# The summary.json entries of each target (keyed by target name when there are several).
+_PER_TARGET = ("variance_of_posterior_mean", "expected_variance_over_posterior",
+               "std_of_variance_over_posterior", "interactions")
+
+
+def _sensitivity_page(out_dir: Path) -> tuple[str, list[str]]:
+    """``(title, sections)`` of a ``gpexplain sensitivity`` output directory."""
+    try:
+        summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+        table = pd.read_csv(out_dir / SENSITIVITY_TABLE)
+    except (OSError, ValueError, pd.errors.ParserError) as error:
+        raise ValueError(f"cannot read the sensitivity output in {str(out_dir)!r}: "
+                         f"{error}") from None
+    several = isinstance(summary, dict) and "outputs" in summary
+    needed = [*_SENSITIVITY_COLUMNS, *(["output"] if several else [])]
+    missing = [c for c in needed if c not in table.columns] + [
+        k for k in ("figures", "variance_of_posterior_mean", "data_file")
+        if not isinstance(summary, dict) or k not in summary]
+    if missing:
+        raise ValueError(f"{str(out_dir)!r} was not written by this version of gpexplain "
+                         f"sensitivity (missing {missing}); run sensitivity again")
+    rows = [["data file", summary.get("data_file")], ["rows", summary.get("rows")],
+            ["target", summary.get("target")],
+            ["model", f"{summary.get('model')} GP, kernel {summary.get('kernel')}"],
+            ["measure", summary.get("measure")]]
+    if several:
+        rows.append(["several targets", summary.get("multi_output")])
+    sections = ["<h2>Data and model</h2>" + _table(["", ""], rows, name_columns=2)]
+    for name, figure in summary["figures"].items():
+        # Several targets: each entry keyed by target name; one target: the entries as they are.
+        entry = {key: (summary[key] or {}).get(name) if several else summary[key]
+                 for key in _PER_TARGET if key in summary}
+        rows = table[table["output"].astype(str) == name] if several else table
+        sections.append(_sensitivity_section(entry, rows, out_dir / str(figure),
+                                             name if several else None))
+    if isinstance(summary.get("cross_output"), dict):
+        sections.append("<h2>Indices across targets</h2>"
+                        f"<p>{_text(summary['cross_output'].get('note', ''))}.</p>")
+    sections.append(_cited(
+        summary,
+        "Sobol indices and Shapley effects are quadratic functionals of the latent function; "
+        "their posterior expectations and standard deviations are exact moments of a "
+        "quadratic form of a Gaussian, under the product measure of the inputs.",
+    ))
+    return _title(summary), sections
+
+
+def _sensitivity_section(entry: dict, table: pd.DataFrame, figure: Path,
+                         target: str | None) -> str:
+    """One target's indices (``entry``: its summary.json values), ranked by total index."""
+    title = "" if target is None else f" of target {html.escape(target)}"
+    ranked = table.sort_values("total_index", ascending=False, kind="stable")
+    pairs = [p for p in entry.get("interactions") or [] if isinstance(p, dict)]
+    strongest = "" if not pairs else (
+        "<p>Strongest pairs (second-order Sobol index of the posterior mean, its variance's "
+        "posterior expectation and std; all pairs in <code>interactions.csv</code>)</p>"
+        + _table(["feature i", "feature j", "second-order index", "expected variance", "std"],
+                 [[p.get("feature_i"), p.get("feature_j"), p.get("second_order_index"),
+                   p.get("expected_second_order"), p.get("second_order_std")] for p in pairs],
+                 name_columns=2))
+    return (
+        f"<h2>Global sensitivity{title}</h2><p>Variance of the posterior mean "
+        f"{_number(entry.get('variance_of_posterior_mean'), '.4g')}; over the posterior "
+        f"{_number(entry.get('expected_variance_over_posterior'), '.4g')} +- "
+        f"{_number(entry.get('std_of_variance_over_posterior'), '.2g')} (squared units of "
+        "the target). Indices are shares of the variance of the posterior mean.</p>"
+        + _table(list(_SENSITIVITY_COLUMNS.values()),
+                 ranked[list(_SENSITIVITY_COLUMNS)].to_numpy().tolist())
+        + _saved_png(figure) + strongest
+    )

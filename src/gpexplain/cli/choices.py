@@ -87,6 +87,7 @@ class Choice:
     options: dict = field(default_factory=dict)
     n_inducing_given: bool = False
     multi_output: str = MULTI_OUTPUT_CHOICES[0]
+    rank: int | None = None  # --rank of --multi-output icm (None: full rank)
 
     @property
     def kernel_label(self) -> str:
@@ -115,13 +116,14 @@ def _one_of(value: str, allowed, option: str) -> str:
 def check_choice(
     model: str, kernel: str, method: str, seed: int, n_inducing: int | None,
     game: str | None = None, background: int | None = None,
-    multi_output: str = MULTI_OUTPUT_CHOICES[0],
+    multi_output: str = MULTI_OUTPUT_CHOICES[0], rank: int | None = None,
 ) -> Choice:
     """Validate the options together; ValueError names the option and what is accepted.
-    (Whether ``multi_output`` applies depends on the number of targets: checked by the
-    multi-output task, ``gpexplain.cli.multi_output``.)"""
+    (Whether ``multi_output`` applies, and whether ``rank`` is at most the number of targets,
+    depends on the targets: ``gpexplain.cli.multi_output.check_targets``.)"""
     model = _one_of(model, MODEL_CHOICES, "--model")
     multi_output = _one_of(multi_output, MULTI_OUTPUT_CHOICES, "--multi-output")
+    _check_rank(rank, multi_output)
     kernel = _one_of(kernel, KERNEL_CHOICES, "--kernel")
     method = _one_of(method, METHOD_CHOICES, "--method")
     chosen = family(model)
@@ -170,7 +172,21 @@ def check_choice(
         raise ValueError("--game and --background apply to --model exact --method shapley only "
                          "(or --method interactions)")
     return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING, options,
-                  n_inducing is not None, multi_output)
+                  n_inducing is not None, multi_output, rank)
+
+
+def _check_rank(rank, multi_output: str) -> None:
+    """ValueError for a ``--rank`` that is not a positive integer, or given without
+    ``--multi-output icm`` (independent outputs have no coregionalisation matrix)."""
+    if rank is None:
+        return
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"--rank must be a positive integer (the rank of the ICM's "
+                         f"coregionalisation matrix), got {rank!r}")
+    if multi_output != "icm":
+        raise ValueError(f"--rank applies to --multi-output icm (the rank of its "
+                         f"coregionalisation matrix B = W W^T + diag(v)), not to "
+                         f"--multi-output {multi_output}")
 
 
 def check_n_inducing(choice: Choice, task: str) -> None:

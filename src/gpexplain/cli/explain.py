@@ -55,6 +55,7 @@ from gpexplain.cli.common import (
     write_json,
     writing_into,
 )
+from gpexplain.cli.multi_output import check_targets
 from gpexplain.cli.output import RunRecord, save_attribution_figures, say_written, write_table
 from gpexplain.cli.tasks import MAX_CODED_CLASSES, MAX_TEXT_CLASSES, TASKS, guess_task
 from gpexplain.models import FitError
@@ -143,9 +144,7 @@ def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
 def _check_single_target_options(request: Request, task: str) -> None:
     """Refuse the options that apply to one target only, or to several only (ValueError)."""
     several = task == "multi-output"
-    if not several and request.choice.multi_output != MULTI_OUTPUT_CHOICES[0]:
-        raise ValueError(f"--multi-output {request.choice.multi_output} applies to several "
-                         "--target columns")
+    check_targets(request.choice, len(request.target) if several else 1)
     if several and request.variance:
         raise ValueError("--explain variance applies to one --target; with several use "
                          "gx.explain_variance(model.posterior_.marginal(name), X) in Python")
@@ -424,14 +423,8 @@ def command(
         int | None,
         typer.Option(help="Explain on a local Dask cluster of N worker processes."),
     ] = None,
-    multi_output: Annotated[
-        str,
-        typer.Option(
-            help="Several --target columns: independent (one GP per target) or icm (one "
-            "intrinsic coregionalisation model of all of them, --kernel ard; the attributions "
-            "of different targets are then correlated, written to output_correlations.csv)."
-        ),
-    ] = MULTI_OUTPUT_CHOICES[0],
+    multi_output: options.MultiOutputOption = MULTI_OUTPUT_CHOICES[0],
+    rank: options.RankOption = None,
     explain: Annotated[
         str,
         typer.Option(
@@ -452,13 +445,14 @@ def command(
             if target is None:
                 raise ValueError("--target is required (unless --model-from is given)")
             choice = check_choice(model, kernel, method, seed, n_inducing, game, background,
-                                  multi_output)
+                                  multi_output, rank)
         else:
-            defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None, MULTI_OUTPUT_CHOICES[0])
-            if save_model is not None or (model, kernel, n_inducing, multi_output) != defaults:
+            defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None, MULTI_OUTPUT_CHOICES[0], None)
+            if save_model is not None or (
+                    model, kernel, n_inducing, multi_output, rank) != defaults:
                 raise ValueError(
                     "--model-from uses the saved model as it is; drop --model, --kernel, "
-                    "--n-inducing, --multi-output and --save-model"
+                    "--n-inducing, --multi-output, --rank and --save-model"
                 )
             loaded = saved.load_model(model_from, method, game, background)
             if isinstance(target, list) and target != loaded.target:

@@ -22,18 +22,47 @@ from sklearn.metrics import r2_score
 
 from gpexplain.attribution import group_matrix
 from gpexplain.cli import methods, output
-from gpexplain.cli.choices import family
+from gpexplain.cli.choices import MULTI_OUTPUT_CHOICES, family
 from gpexplain.cli.classification import file_label
 from gpexplain.cli.common import HOLDOUT_FRACTION, finite_or_none, say, write_json
 from gpexplain.cli.regression import Regression
 from gpexplain.models.families import FAMILIES, kernel_hyperparameters
 
-__all__ = ["CORRELATIONS_FILE", "MultiOutputRegression", "output_correlations"]
+__all__ = [
+    "CORRELATIONS_FILE",
+    "MultiOutputRegression",
+    "check_targets",
+    "file_labels",
+    "multi_output_hyperparameters",
+    "output_correlations",
+]
 
 CORRELATIONS_FILE = "output_correlations.csv"
 # Methods whose per-target results the writer lays out (``--method interactions`` writes a
 # table of pairs per target, not yet joined across targets).
 _METHODS = ("ig", "shapley")
+
+
+def check_targets(choice, n_targets: int) -> None:
+    """ValueError for ``--multi-output`` options that the number of ``--target`` columns rules
+    out (``explain`` and ``sensitivity``): a form other than the default with one target, a
+    ``--rank`` above the number of targets."""
+    if n_targets == 1 and choice.multi_output != MULTI_OUTPUT_CHOICES[0]:
+        raise ValueError(f"--multi-output {choice.multi_output} applies to several --target "
+                         "columns")
+    if choice.rank is not None and choice.rank > n_targets:
+        raise ValueError(f"--rank {choice.rank} is above the number of --target columns, "
+                         f"{n_targets}; give 1 to {n_targets}")
+
+
+def file_labels(names) -> list[str]:
+    """A label per target for file names (``attributions_<label>.png``,
+    ``sensitivity_<label>.png``): the name with unsafe characters replaced, numbered when two
+    names would give the same label."""
+    labels = [file_label(name) for name in names]
+    if len(set(labels)) < len(labels):  # two names that file names cannot tell apart
+        labels = [f"{label}_{k}" for k, label in enumerate(labels)]
+    return labels
 
 
 def output_correlations(explanation, encoder) -> pd.DataFrame | None:
@@ -72,10 +101,10 @@ def output_correlations(explanation, encoder) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True)
 
 
-def _hyperparameters(model, names: list[str], chosen) -> dict:
-    """summary.json's ``hyperparameters``: per target the single-output report (independent
-    GPs), or the shared kernel with the coregionalisation matrix B, per-target noise and mean
-    (ICM)."""
+def multi_output_hyperparameters(model, names: list[str], chosen) -> dict:
+    """summary.json's ``hyperparameters`` (``explain`` and ``sensitivity``): per target the
+    single-output report (independent GPs), or the shared kernel with the coregionalisation
+    matrix B, per-target noise and mean (ICM)."""
     posterior = model.posterior_
     if posterior.independent:
         return {name: chosen.hyperparameters(estimator, names)
@@ -90,6 +119,7 @@ def _hyperparameters(model, names: list[str], chosen) -> dict:
         "output_correlation": {a: dict(zip(outputs, map(float, row), strict=True))
                                for a, row in zip(outputs, B / np.outer(scale, scale),
                                                  strict=True)},
+        "rank": len(outputs) if model.rank is None else int(model.rank),  # columns of W
         "noise": dict(zip(outputs, map(float, model.noise_), strict=True)),
         "mean": dict(zip(outputs, map(float, model.mean_), strict=True)),
         "units": "k(x, x') B_ij: the kernel's variance is 1 and B_ij is in units of target i "
@@ -141,9 +171,10 @@ class MultiOutputRegression(Regression):
     @staticmethod
     def build(choice, n_rows: int, warm_start=None):
         """An unfitted estimator of ``--model``'s family for a 2-D target in the
-        ``--multi-output`` form (``warm_start`` is not used: the held-out fit starts afresh)."""
+        ``--multi-output`` form, with ``--rank`` (``warm_start`` is not used: the held-out fit
+        starts afresh)."""
         model = family(choice.model).build(choice.settings(n_rows))
-        return model.set_params(multi_output=choice.multi_output)
+        return model.set_params(multi_output=choice.multi_output, rank=choice.rank)
 
     @staticmethod
     def holdout_scores(model, X_test, Y_test) -> dict:
@@ -182,8 +213,8 @@ class MultiOutputRegression(Regression):
         chosen = family(record.choice.model)
         names = list(X_model.columns)
         first = encoded.attributions[0]
-        result = output.summary(model, _hyperparameters(model, names, chosen), first, {},
-                                X_model, record)
+        result = output.summary(model, multi_output_hyperparameters(model, names, chosen),
+                                first, {}, X_model, record)
         importances = {name: methods.importance(attr) for name, attr in attributions.items()}
         result.update({
             "task": "multi-output regression",
@@ -230,10 +261,8 @@ class MultiOutputRegression(Regression):
             }
         write_json(out / "summary.json", result)
 
-        labels = [file_label(name) for name in attributions]
-        if len(set(labels)) < len(labels):  # two names that file names cannot tell apart
-            labels = [f"{label}_{k}" for k, label in enumerate(labels)]
-        for label, (name, attr) in zip(labels, attributions.items(), strict=True):
+        for label, (name, attr) in zip(file_labels(attributions), attributions.items(),
+                                       strict=True):
             units = f"units of {name!r}"
             written += output.save_attribution_figures(
                 attr, explained, out, suffix=f"_{label}", title=f"target {name}: {attr.method}",

@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from gpexplain.cli.choices import MULTI_OUTPUT_CHOICES
+
 __all__ = [
     "DataArgument",
     "DecimalOption",
@@ -19,8 +21,10 @@ __all__ = [
     "ForceOption",
     "HeaderOption",
     "MissingOption",
+    "MultiOutputOption",
     "NamesOption",
     "OutOption",
+    "RankOption",
     "RowsOption",
     "SeedOption",
     "TargetOption",
@@ -77,4 +81,20 @@ OutOption = Annotated[
 ForceOption = Annotated[
     bool,
     typer.Option("--force", help="Replace --out even when it holds other files (deleted)."),
+]
+MultiOutputOption = Annotated[
+    str,
+    typer.Option(
+        help=f"Several --target columns: {MULTI_OUTPUT_CHOICES[0]} (one GP per target) or icm "
+        "(one intrinsic coregionalisation model of all of them, --kernel ard; explain writes "
+        "the correlation of different targets' attributions to output_correlations.csv).",
+    ),
+]
+RankOption = Annotated[
+    int | None,
+    typer.Option(
+        help="--multi-output icm only: the rank r of W in its coregionalisation matrix B = W "
+        "W^T + diag(v), 1 to the number of targets (default: that number, full rank; 1: the "
+        "targets share one latent function besides their own parts).",
+    ),
 ]

@@ -1,4 +1,5 @@
-"""``gpexplain report``: one self-contained HTML report of an ``explain`` output directory."""
+"""``gpexplain report``: one self-contained HTML report of an ``explain`` (or ``sensitivity``)
+output directory."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ __all__ = ["command"]
 
 def command(
     out_dir: Annotated[
-        Path, typer.Argument(metavar="OUT_DIR", help="Output directory of gpexplain explain.")
+        Path, typer.Argument(metavar="OUT_DIR",
+                             help="Output directory of gpexplain explain or sensitivity.")
     ],
     output: Annotated[
         Path | None, typer.Option(help="HTML file to write (default OUT_DIR/report.html).")
     ] = None,
 ) -> None:
-    """Write one self-contained HTML report of an explain output directory."""
+    """Write one self-contained HTML report of an explain (or sensitivity) output directory."""
     # matplotlib loads with the first figure, not with every command (gpexplain --version)
     from gpexplain.report import write_report
     try:

@@ -28,14 +28,16 @@ def fit(choice: Choice, X: pd.DataFrame, y: pd.Series, callback, task: str = "re
     return model.fit(X, y, callback=callback)
 
 
-def fit_quietly(choice: Choice, X: pd.DataFrame, y: pd.Series):
-    """``(model, seconds)``: a regression ``fit`` without progress or optimiser warnings; bad
-    data or a failed fit exit with code 2 (the ``poe`` and ``sensitivity`` commands)."""
+def fit_quietly(choice: Choice, X: pd.DataFrame, y: pd.Series | pd.DataFrame,
+                task: str = "regression"):
+    """``(model, seconds)``: a ``fit`` for ``task`` (a regression, or ``"multi-output"`` for
+    several target columns) without progress or optimiser warnings; bad data or a failed fit
+    exit with code 2 (the ``poe`` and ``sensitivity`` commands)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module=r"(gpytorch|linear_operator)(\.|$)")
         start = time.perf_counter()
         try:
-            model = fit(choice, X, y, lambda step, total: None)
+            model = fit(choice, X, y, lambda step, total: None, task)
         except (ValueError, TypeError, FitError) as error:
             fail(str(error))
     return model, time.perf_counter() - start
