@@ -93,11 +93,14 @@ def device_cholesky(kernel, X: np.ndarray, noise, device: torch.device, with_jit
             "inputs, or rescale X."
         )
     gram.diagonal().add_(as_tensor(noise, like=gram))
-    scale = float(gram.diagonal().mean())
+    diagonal = gram.diagonal().clone()
+    scale = float(diagonal.mean())
 
     def attempt(jitter):
-        factor, info = torch.linalg.cholesky_ex(gram + jitter * torch.eye(
-            len(X), dtype=gram.dtype, device=device) if jitter else gram)
+        # On the diagonal in place: an (n, n) identity or sum would be one more matrix of
+        # the size the device is there to hold (19 GB at n = 50,000).
+        gram.diagonal().copy_(diagonal + jitter)
+        factor, info = torch.linalg.cholesky_ex(gram)
         return factor if int(info) == 0 else None
 
     return with_jitter(attempt, scale)
