@@ -568,6 +568,14 @@ def test_matern_kernel_is_explained_by_quadrature(tmp_path, small_csv, single_st
     assert all(v > 0 for v in importance["std"].values())
 
 
+def test_exact_importance_is_skipped_above_its_time_bound(tmp_path, small_csv, monkeypatch):
+    from gpexplain.cli import methods
+
+    monkeypatch.setattr(methods, "MAX_IMPORTANCE_SECONDS", 1e-9)
+    _, summary = _explain_small(tmp_path, small_csv)
+    assert "would take about 0 s" in summary["global_importance"]["skipped"]
+
+
 def test_additive_model_writes_global_shapley(tmp_path, small_csv):
     out, summary = _explain_small(tmp_path, small_csv, "--model", "additive")
     assert "Shapley" in summary["method"] or "shapley" in summary["method"]

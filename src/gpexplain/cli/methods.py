@@ -15,7 +15,7 @@ from gpexplain.kernels.measures import Gaussian
 from gpexplain.posterior.linked import latent_posterior
 
 __all__ = [
-    "ARGUMENTS", "MAX_IMPORTANCE_POINTS", "explain", "explain_variance", "extras", "importance",
+    "ARGUMENTS", "MAX_IMPORTANCE_SECONDS", "explain", "explain_variance", "extras", "importance",
     "method_id", "probability_attribution",
 ]
 
@@ -89,7 +89,8 @@ def explain(choice, model, X, baseline, client=None, target_class=None):
     name = method_id(choice.method)
     arguments = ARGUMENTS.get(name)(choice, model, baseline, client, target_class)
     function = METHODS.get(name).function
-    if len(X) <= MAX_IMPORTANCE_POINTS:  # the covariance across points, for the importance
+    if _importance_seconds(len(X), X.shape[1]) <= MAX_IMPORTANCE_SECONDS:
+        # the covariance across points, for the importance (evaluated lazily, when asked)
         try:
             return function(model, X, return_cov="points", **arguments)
         except NotImplementedError:  # refused before any work: no two-point prior term
@@ -97,15 +98,21 @@ def explain(choice, model, X, baseline, client=None, target_class=None):
     return function(model, X, **arguments)
 
 
-#: Most explained rows whose global importance the command line computes exactly: its cost
-#: grows with the pairs of rows (integrated gradients with 64 nodes per path on an RBF kernel:
-#: about 0.2 ms per pair, 1 s at 100 rows, 5 s at 200, 30 s at 500, against well under a
-#: second to explain them); above it summary.json and the figure say it was skipped.
-MAX_IMPORTANCE_POINTS = 100
-#: Longest estimated time the command line spends on that covariance (quadrature on a
-#: GPyTorch kernel, e.g. --kernel matern52: about 0.07 s of CPU per pair of rows at 8
-#: features and 64 nodes, so 20 rows take 15 s and 100 rows six minutes).
+#: CPU seconds per pair of explained rows and squared feature that the exact importance costs
+#: beyond a quadrature scheme's two-point prior term: the closed-form covariance blocks
+#: (integrated gradients on an RBF kernel, 64 nodes per path) and the folded-normal product
+#: moments of mean |attribution|. Measured on red wine (11 features) on 2 loaded cores: 2.4 s
+#: at 100 rows (5,050 pairs) and 5.8 s at 200, at most 4.7e-4 s per pair.
+IMPORTANCE_SECONDS_PER_PAIR_FEATURE = 4e-6
+#: Longest estimated time the command line spends on the exact importance (quadrature on a
+#: GPyTorch kernel, e.g. --kernel matern52, adds about 0.07 s per pair of rows at 8 features
+#: and 64 nodes: 20 rows then take 15 s); above it summary.json and the figure say it was
+#: skipped and why. With 11 features and a closed form: up to about 340 rows.
 MAX_IMPORTANCE_SECONDS = 30.0
+
+
+def _importance_seconds(n_points: int, n_features: int) -> float:
+    return IMPORTANCE_SECONDS_PER_PAIR_FEATURE * n_features**2 * n_points * (n_points + 1) / 2
 
 
 def importance(attr):
@@ -113,18 +120,16 @@ def importance(attr):
     ``attr`` (``gx.global_importance``), or why it was not computed."""
     from gpexplain.explain.global_importance import importance_of
 
-    if attr.n_points > MAX_IMPORTANCE_POINTS:
-        return None, (f"{attr.n_points} explained rows exceed the command line's bound of "
-                      f"{MAX_IMPORTANCE_POINTS} for the exact importance (cost grows with the "
-                      "pairs of rows); use gx.global_importance in Python")
+    seconds = _importance_seconds(attr.n_points, attr.mean.shape[1])
+    if attr.point_cov is not None:
+        seconds += attr.point_cov.estimated_seconds()
+    if seconds > MAX_IMPORTANCE_SECONDS:
+        return None, (f"the exact importance of the {attr.n_points} explained rows would take "
+                      f"about {seconds:.0f} s (it grows with the pairs of rows; the command "
+                      f"line's bound is {MAX_IMPORTANCE_SECONDS:g} s); use gx.global_importance "
+                      "in Python")
     if attr.point_cov is None:
         return None, "the method has no covariance across points for this model yet"
-    seconds = attr.point_cov.estimated_seconds()
-    if seconds > MAX_IMPORTANCE_SECONDS:
-        return None, (f"the covariance across the {attr.n_points} explained rows would take "
-                      f"about {seconds:.0f} s by quadrature on this kernel (the command line's "
-                      f"bound is {MAX_IMPORTANCE_SECONDS:g} s); use gx.global_importance in "
-                      "Python, or the RBF kernel (--kernel ard), whose closed form is fast")
     return importance_of(attr, "mean_abs"), ""
 
 
