@@ -372,6 +372,46 @@ def test_additive_gp_shapley_across_points_by_subset_enumeration():
     _assert_diagonal_blocks_and_psd(result, 1e-12)
 
 
+@pytest.mark.parametrize("index", ["SII", "k-SII"])
+def test_additive_gp_interactions_across_points_by_subset_enumeration(index):
+    """Orthogonal additive GP, order-2 interactions of its own game ``v(S) = sum_{T <= S}
+    f_T(x)``: each value is ``sum_T share(T) f_T(x)`` with the unanimity-game shares from the
+    definitions (Shapley ``1/|T|`` to i in T; SII ``1/(|T| - 1)`` to pairs in T; k-SII order-1
+    ``1/|T| - 1/2`` for |T| >= 2), so ``Cov = sum_T share_a(T) share_b(T) sigma_|T|^2 prod_{l
+    in T} kt_l(x_l, x'_l)``; diagonal blocks and PSD through the driver."""
+    from itertools import combinations
+
+    from gpexplain.functionals.additive_interactions import AdditiveShapleyInteraction
+    from gpexplain.kernels.measures import Gaussian
+    from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
+
+    variances = np.array([0.3, 1.0, 0.6, 0.25])
+    kernel = OrthogonalAdditive(LENGTHSCALE, variances, Gaussian(np.zeros(D), np.ones(D)))
+    scheme = AdditiveShapleyInteraction(index).bind(kernel, TRAIN)
+    prior = scheme.prior_between(QUERY[:2], QUERY[1:])
+    components = kernel.components_by_feature(QUERY[:2], QUERY[1:])  # (d, 2, 2)
+    outputs = [(i,) for i in range(D)] + list(combinations(range(D), 2))
+
+    def share(U, T):
+        if not set(U) <= set(T):
+            return 0.0
+        if len(U) == 2:
+            return 1.0 / (len(T) - 1)
+        return 1.0 / len(T) - (0.5 if index == "k-SII" and len(T) >= 2 else 0.0)
+
+    expected = np.zeros_like(prior)
+    for size in range(1, D + 1):
+        for T in combinations(range(D), size):
+            term = variances[size] * np.prod(components[list(T)], axis=0)
+            for a, U in enumerate(outputs):
+                for b, V in enumerate(outputs):
+                    expected[:, :, a, b] += share(U, T) * share(V, T) * term
+    np.testing.assert_allclose(prior, expected, rtol=1e-12, atol=1e-15)
+    result = explain(ExactPosterior(TRAIN, Y, kernel, 0.05), QUERY,
+                     AdditiveShapleyInteraction(index), return_cov="points")
+    _assert_diagonal_blocks_and_psd(result, 1e-12)
+
+
 def test_mixture_posterior_across_points_and_its_global_importance():
     """A mixture of two GPs (different lengthscales): diagonal blocks equal the mixture's
     per-point covariance, the matrix is PSD, ``sample`` draws the mixture, and the exact
@@ -460,22 +500,37 @@ def _interaction_weights(x, baseline, index):
     return np.vstack([first, stii]), hybrids
 
 
+@pytest.mark.parametrize("game", ["baseline", "interventional"])
 @pytest.mark.parametrize("index", ["k-SII", "SII", "STII"])
-def test_interactions_across_points_equal_the_posterior_of_the_hybrid_points(index):
+def test_interactions_across_points_equal_the_posterior_of_the_hybrid_points(index, game):
     """Each index is a fixed combination of the game's values, so its covariance across
     points is ``W_x Sigma(H_x, H_x') W_x'^T`` with Sigma the exact posterior covariance of a
-    plain NumPy GP at the hybrid points."""
+    plain NumPy GP at the hybrid points; the interventional game averages the baseline game
+    over background rows (three, one of them far from the rest on every feature, so that
+    kernel values between background rows underflow: they made the ratios 0 / 0)."""
     import gpexplain as gx
 
-    result = gx.shapley_interactions(_exact(), QUERY, index=index, baseline=BASELINE,
-                                     return_cov="points")
+    points = QUERY
+    if game == "baseline":
+        references = BASELINE[None, :]
+        options = {"baseline": BASELINE}
+    else:  # a point and a background row far from the rest and from each other
+        points = np.vstack([QUERY, [-60.0, 60.0, -60.0]])
+        references = np.vstack([TRAIN[:2], [60.0, -60.0, 60.0]])
+        options = {"background": references}
+    result = gx.shapley_interactions(_exact(), points, index=index, return_cov="points",
+                                     **options)
 
     def kernel(A, B):
         scaled = (A[:, None, :] - B[None, :, :]) / LENGTHSCALE
         return VARIANCE * np.exp(-0.5 * (scaled ** 2).sum(-1))
 
     gram_inverse = np.linalg.inv(kernel(TRAIN, TRAIN) + 0.05 * np.eye(len(TRAIN)))
-    built = [_interaction_weights(x, BASELINE, index) for x in QUERY]
+    built = []
+    for x in points:  # (1 / R) sum_r W(x, r) on the hybrids of every reference row r
+        parts = [_interaction_weights(x, r, index) for r in references]
+        built.append((np.hstack([w for w, _ in parts]) / len(references),
+                      np.vstack([h for _, h in parts])))
     W = [w for w, _ in built]
     H = np.vstack([h for _, h in built])
     cross = kernel(H, TRAIN)
@@ -483,8 +538,8 @@ def test_interactions_across_points_equal_the_posterior_of_the_hybrid_points(ind
     n_hybrids = len(built[0][1])
     full = result.point_cov.dense()
     scale = np.abs(full).max()
-    for p in range(len(QUERY)):
-        for q in range(len(QUERY)):
+    for p in range(len(points)):
+        for q in range(len(points)):
             block = posterior_cov[p * n_hybrids:(p + 1) * n_hybrids,
                                   q * n_hybrids:(q + 1) * n_hybrids]
             np.testing.assert_allclose(full[p, :, q], W[p] @ block @ W[q].T, rtol=0,
@@ -493,10 +548,7 @@ def test_interactions_across_points_equal_the_posterior_of_the_hybrid_points(ind
     draws = result.sample(4, random_state=0)
     assert draws.shape == (4, *result.mean.shape)
     phi = result.shapley_values()
-    assert phi.point_cov.dense().shape == (len(QUERY), D, len(QUERY), D)
-    with pytest.raises(NotImplementedError, match="not yet supported"):
-        gx.shapley_interactions(_exact(), QUERY, background=TRAIN[:3],
-                                return_cov="points").point_cov.dense()
+    assert phi.point_cov.dense().shape == (len(points), D, len(points), D)
 
 
 def test_saved_attribution_keeps_its_covariance_across_points(tmp_path):

@@ -114,10 +114,23 @@ class AdditiveInteractionScheme(Scheme):
                          for U, share in zip(self.subsets, self.shares, strict=True)], axis=1)
 
     def prior(self, X):
-        c = self.kernel.component_diag(X)  # (P, d)
+        return self._prior_of(self.kernel.component_diag(X))
+
+    def prior_between(self, X1, X2):
+        """Two-point prior term, (n1, n2, D, D): ``prior``'s formula with the per-feature
+        components ``kt_l(x_pl, x'_ql)`` in place of ``kt_l(x_l, x_l)`` (each f_S is a GP
+        with kernel ``sigma_|S|^2 prod_{l in S} kt_l``, shared among the subsets as at one
+        point, and kt_l is symmetric, so the blocks stay symmetric in the outputs).
+        O(n1 n2 D^2 Q)."""
+        c = self.kernel.components_by_feature(X1, X2)  # (d, n1, n2)
+        prior = self._prior_of(c.reshape(c.shape[0], -1).T)
+        return prior.reshape(len(X1), len(X2), *prior.shape[1:])
+
+    def _prior_of(self, c: np.ndarray) -> np.ndarray:
+        """``P`` (m, D, D) from the per-feature components ``c`` (m, d)."""
         variances = self.kernel.order_variances
         n_outputs = len(self.subsets)
-        prior = np.zeros((len(X), n_outputs, n_outputs))
+        prior = np.zeros((len(c), n_outputs, n_outputs))
         for a, b in itertools.combinations_with_replacement(range(n_outputs), 2):
             union = tuple(sorted(set(self.subsets[a]) | set(self.subsets[b])))
             weights = self.shares[a] * self.shares[b] * variances

@@ -153,6 +153,14 @@ def multilinear_pairs(p, q, nodes, pair_weights, delta=None) -> np.ndarray:
     return np.concatenate(blocks, axis=-1)
 
 
+def _ratio(numerator: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``numerator / g``, and 0 where ``g`` underflowed to 0: there the term's product
+    ``G = prod_l g_l`` is 0 and every numerator is a combination of the same vanished kernel
+    values, so the term is 0 (``0 / 0`` would make it NaN)."""
+    return np.divide(numerator, g, out=np.zeros(np.broadcast_shapes(numerator.shape, g.shape)),
+                     where=g != 0)
+
+
 def _pair_products(v: np.ndarray) -> np.ndarray:
     """``v_i v_j`` for ``i < j`` on the last axis."""
     rows, cols = np.triu_indices(v.shape[-1], 1)
@@ -241,18 +249,14 @@ class ProductInteractionScheme(ProductShapleyScheme):
         """Two-point prior term ``L_o(x_p) L_o'(x'_q) k``, (n1, n2, D, D): ``prior``'s
         construction with ``k_l(x_l, x'_l)`` where one point has ``k_l(x_l, x_l) = 1``.
 
-        Baseline and product-measure games only: there ``g_l >= (1 - t)(1 - s) k_l(r_l, r_l)
-        > 0`` at every node, so the ratios ``a, b, e`` are bounded; the interventional game's
-        pairs of distinct background rows can make ``g_l`` underflow (refused by name). Cost
-        O(n1 n2 m^2 D^2) with m = ceil(d / 2) nodes.
-
-        Raises
-        ------
-        NotImplementedError
-            The interventional game (several reference rows).
+        Every game: ``g_l`` is a combination of four kernel values with the node weights
+        ``(1 - t)(1 - s), t (1 - s), (1 - t) s, t s``, all positive, and the factors are
+        non-negative correlation functions, so ``|a|, |b|, |e|`` stay below a few times the
+        inverse of the smallest weight wherever ``g_l > 0``; where all four values underflow
+        (distinct background rows and points far apart on feature l) the node's term has the
+        factor ``g_l = 0`` and is zero (``_ratio``). Cost O(n1 n2 |R|^2 m^2 D^2) with m =
+        ceil(d / 2) nodes and |R| reference rows.
         """
-        if len(self.reference_cross) > 1:
-            return Scheme.prior_between(self, X1, X2)
         query1, query2 = self._query_references(X1), self._query_references(X2)
         n1, n2, d = len(X1), len(X2), query1.shape[-1]
         k_xx = self.structure.matrices(X1, X2).reshape(n1 * n2, d)  # k_l(x_pl, x'_ql)
@@ -282,9 +286,9 @@ class ProductInteractionScheme(ProductShapleyScheme):
             k_rx = query2[:, r][:, None, None, None, :]  # k(r, x')
             g = ((1 - tt) * (1 - ss) * k_rr + tt * (1 - ss) * k_xr2 + (1 - tt) * ss * k_rx
                  + tt * ss * k_same)
-            a = ((1 - ss) * (k_xr2 - k_rr) + ss * (k_same - k_rx)) / g
-            b = ((1 - tt) * (k_rx - k_rr) + tt * (k_same - k_xr2)) / g
-            e = (k_rr - k_xr2 - k_rx + k_same) / g - a * b
+            a = _ratio((1 - ss) * (k_xr2 - k_rr) + ss * (k_same - k_rx), g)
+            b = _ratio((1 - tt) * (k_rx - k_rr) + tt * (k_same - k_xr2), g)
+            e = _ratio(k_rr - k_xr2 - k_rx + k_same, g) - a * b
             G = g.prod(-1)  # (P, R', m, m)
             U = np.concatenate([a * w1[:, None, None], _pair_products(a) * w2[:, None, None]], -1)
             V = np.concatenate([b * w1[None, :, None], _pair_products(b) * w2[None, :, None]],
