@@ -124,9 +124,10 @@ def baseline_labels_case(data) -> Outcome:
 @guarded
 def mean_paths_case(data) -> Outcome:
     """Class 5: ``return_cov=False`` gives the mean of ``return_cov=True``, even on an
-    ill-conditioned posterior (near-duplicate rows, noise near zero: |alpha| up to 1e12)."""
+    ill-conditioned posterior (near-duplicate rows, noise near zero: |alpha| up to 1e12);
+    the orthogonal additive kernel is the campaign's issue 27 item 21b case."""
     X, y, name, lengthscale, variance, _, rng = data.draw(
-        problems(("rbf", "periodic", "matern52"))
+        problems(("rbf", "periodic", "matern52", "additive"))
     )
     # A near-duplicate row and noise near zero: alpha ~ 1 / noise along their difference.
     X[-1] = X[0] + data.draw(log_uniform(1e-12, 1e-6)) * lengthscale * rng.normal(size=len(X[0]))

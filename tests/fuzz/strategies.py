@@ -43,6 +43,12 @@ def build_kernel(name: str, lengthscale: np.ndarray, variance: float):
     d = len(lengthscale)
     if name == "rbf":
         return RBF(lengthscale=lengthscale, variance=variance)
+    if name == "additive":  # orthogonal additive, all orders, under a unit Gaussian measure
+        from gpexplain.kernels.measures import Gaussian
+        from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
+
+        return OrthogonalAdditive(lengthscale, np.full(d + 1, variance),
+                                  Gaussian(np.zeros(d), lengthscale))
     bases = {
         "gpytorch-rbf": lambda: gpytorch.kernels.RBFKernel(ard_num_dims=d),
         "matern52": lambda: gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=d),
