@@ -222,3 +222,64 @@ def test_gpytorch_multitask_kernel_model_matches_gpytorch():
     ours, our_var = posterior.predict(Xq)
     np.testing.assert_allclose(ours, mean, atol=1e-8 * np.abs(mean).max())
     np.testing.assert_allclose(our_var, var, rtol=1e-8, atol=1e-10)
+
+
+class _Hadamard(gpytorch.models.ExactGP):
+    """GPyTorch's Hadamard multitask model (its tutorial's form); ``combine`` joins the input
+    and task covariances (a product in the tutorial)."""
+
+    def __init__(self, inputs, y, likelihood, combine="product", n_tasks=3):
+        super().__init__(inputs, y, likelihood)
+        self.combine = combine
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.covar_module = gpytorch.kernels.ScaleKernel(
+            gpytorch.kernels.RBFKernel(ard_num_dims=inputs[0].shape[1]))
+        self.task_covar_module = gpytorch.kernels.IndexKernel(num_tasks=n_tasks, rank=1)
+
+    def forward(self, x, i):
+        covar_x, covar_i = self.covar_module(x), self.task_covar_module(i)
+        covar = covar_x.mul(covar_i) if self.combine == "product" else covar_x + covar_i
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), covar)
+
+
+def _hadamard_model(combine="product"):
+    X, Y, Xq = _data(11, n=16)
+    tasks = np.repeat(np.arange(3), [6, 5, 5])
+    y = np.where(tasks == 0, Y[:, 0], np.where(tasks == 1, Y[:, 1] / 20, -Y[:, 0]))
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    model = _Hadamard((torch.as_tensor(X), torch.as_tensor(tasks[:, None])), torch.as_tensor(y),
+                      likelihood, combine).double()
+    _set_hyperparameters(model, seed=6)
+    likelihood.noise = 0.05
+    model.eval()
+    likelihood.eval()
+    return model, Xq
+
+
+def test_gpytorch_hadamard_multitask_model_matches_gpytorch():
+    """The tutorial's model (x, task index) with an IndexKernel: every task's latent mean and
+    variance equal GPyTorch's exact prediction, also for tasks not observed at those inputs;
+    each output's integrated gradients are complete."""
+    model, Xq = _hadamard_model()
+    posterior = gx.as_multi_output(model)
+    assert isinstance(posterior, CoregionalizedPosterior)
+    assert posterior.output_names == ["task 0", "task 1", "task 2"]
+    ours, our_var = posterior.predict(Xq)
+    for task in range(3):
+        with torch.no_grad(), gpytorch.settings.fast_computations(False, False, False):
+            prediction = model(torch.as_tensor(Xq), torch.full((len(Xq), 1), task))
+        mean, var = prediction.mean.numpy(), prediction.variance.numpy()
+        np.testing.assert_allclose(ours[:, task], mean, rtol=0, atol=1e-8 * np.abs(mean).max())
+        np.testing.assert_allclose(our_var[:, task], var, rtol=1e-8, atol=1e-10)
+    attribution = gx.integrated_gradients(posterior, Xq[:2])
+    for task in range(3):
+        gaps = attribution[f"task {task}"].completeness_gap()
+        assert gaps["mean"] < 1e-8 * np.abs(ours).max() and gaps["variance"] < 1e-8
+
+
+def test_gpytorch_hadamard_model_of_another_form_is_refused_with_the_gap():
+    model, _ = _hadamard_model(combine="sum")
+    with pytest.raises(TypeError, match=r"latent mean differs .* by [0-9.e+-]+ \(relative\): "
+                                        r"its forward is not covar_module\(x\) \* "
+                                        r"task_covar_module\(i\)"):
+        gx.as_multi_output(model)

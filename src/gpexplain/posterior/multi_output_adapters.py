@@ -13,6 +13,13 @@
   GPyTorch's exact prediction; BoTorch's own ``KroneckerMultiTaskGP.posterior`` variance
   differs when the tasks have different noise variances (it inverts ``Lambda_x kron
   Lambda_B + noise`` in the eigenbasis of B as if the noise were diagonal there).
+* GPyTorch exact GPs of the "Hadamard" multitask form (GPyTorch's tutorial model: training
+  inputs ``(x, task index)``, ``forward(x, i)`` returning ``covar_module(x) *
+  task_covar_module(i)`` with an ``IndexKernel``): the same ICM with B the IndexKernel's
+  covariance. The forward is the user's own code, so the result is checked against the
+  model's own latent prediction at training inputs of every task and refused (naming the
+  gap) where they differ: a forward that adds the two kernels, or whose mean depends on
+  the task in a way the means here do not capture.
 * BoTorch ``MultiTaskGP``: an intrinsic coregionalisation model (``CoregionalizedPosterior``)
   with ``B`` the evaluated task covariance of its ``IndexKernel`` (``W W^T + diag(v)``,
   normalised as the kernel normalises it), the task column removed from the features, per-task
@@ -53,8 +60,15 @@ _SUPPORTED = (
     "MultitaskMean of constant means; HadamardGaussianLikelihood or fixed noise); BoTorch "
     "KroneckerMultiTaskGP or a GPyTorch ExactGP with a MultitaskKernel (affine input transform "
     "or none, Standardize or none, MultitaskMean of constant means, MultitaskGaussianLikelihood "
-    "of rank 0: noise per task, not correlated across tasks)."
+    "of rank 0: noise per task, not correlated across tasks); a GPyTorch ExactGP trained on "
+    "(x, task index) with an IndexKernel task_covar_module multiplying covar_module(x) "
+    "(GPyTorch's Hadamard multitask model; constant or multitask constant mean, Gaussian "
+    "likelihood)."
 )
+#: Largest relative gap allowed between a Hadamard multitask model's own latent prediction
+#: and the ICM read from its modules (both exact: the gap is rounding, ~1e-12, or a forward
+#: of another form).
+_HADAMARD_RTOL = 1e-6
 
 
 def as_multi_output(model, *, output_names=None, feature_names=None) -> MultiOutputPosterior:
@@ -105,6 +119,10 @@ def as_multi_output(model, *, output_names=None, feature_names=None) -> MultiOut
         getattr(model, "covar_module", None), gpytorch.kernels.MultitaskKernel
     ):
         return _from_kronecker(model, output_names, feature_names)
+    if isinstance(model, gpytorch.models.ExactGP) and isinstance(
+        getattr(model, "task_covar_module", None), gpytorch.kernels.IndexKernel
+    ):
+        return _from_hadamard(model, output_names, feature_names)
     raise TypeError(f"model {type(model).__name__} is not supported; {_SUPPORTED}")
 
 
@@ -179,6 +197,69 @@ def _from_multitask_gp(model, output_names, feature_names) -> CoregionalizedPost
         X, tasks, y_mean + y_scale * targets, kernel, B, noise,
         mean=y_mean + y_scale * means, output_names=output_names, feature_names=feature_names,
     )
+
+
+def _from_hadamard(model, output_names, feature_names) -> CoregionalizedPosterior:
+    """A GPyTorch Hadamard multitask ExactGP as an ICM posterior, checked against the model.
+
+    Raises
+    ------
+    TypeError
+        Training inputs that are not ``(x, task index)``, unsupported modules, or a forward
+        whose latent prediction differs from the ICM (the gap named).
+    """
+    import gpytorch
+    import torch
+
+    inputs = getattr(model, "train_inputs", None)
+    if inputs is None or len(inputs) != 2:
+        raise TypeError(
+            f"{type(model).__name__} has an IndexKernel task_covar_module but its training "
+            "inputs are not the pair (x, task index) of GPyTorch's Hadamard multitask model; "
+            f"{_SUPPORTED}")
+    X = np.asarray(to_numpy(inputs[0]), dtype=np.float64)
+    X = X[:, None] if X.ndim == 1 else X
+    tasks = np.asarray(to_numpy(inputs[1]), dtype=np.float64).reshape(-1)
+    if len(tasks) != len(X) or np.any(tasks != np.round(tasks)) or tasks.min() < 0:
+        raise TypeError(f"the second training input of {type(model).__name__} must hold one "
+                        f"integer task index per row of x; {_SUPPORTED}")
+    tasks = tasks.astype(np.int64)
+    task_module = model.task_covar_module
+    B = np.asarray(to_numpy(task_module.covar_matrix.to_dense()), dtype=np.float64)
+    B = B.reshape(B.shape[-2:])
+    t = B.shape[0]
+    kernel = _original_units_kernel(model.covar_module, np.zeros(X.shape[1]),
+                                    np.ones(X.shape[1]), 1.0)
+    targets = np.asarray(to_numpy(model.train_targets), dtype=np.float64).reshape(-1)
+    posterior = CoregionalizedPosterior(
+        X, tasks, targets, kernel, B, _task_noise(model.likelihood, tasks, t),
+        mean=_task_means(model.mean_module, t),
+        output_names=output_names or [f"task {i}" for i in range(t)],
+        feature_names=feature_names,
+    )
+    # The model's own latent prediction at one training input per task, every task.
+    rows = np.unique(tasks, return_index=True)[1]
+    points = np.repeat(X[rows], t, axis=0)
+    point_tasks = np.tile(np.arange(t), len(rows))
+    fitted = copy.deepcopy(model).eval()
+    like = inputs[0]
+    # Cholesky, not GPyTorch's conjugate gradients above 800 rows: an exact reference.
+    with torch.no_grad(), gpytorch.settings.fast_computations(False, False, False):
+        latent = fitted(torch.as_tensor(points, dtype=like.dtype, device=like.device),
+                        torch.as_tensor(point_tasks[:, None], device=like.device))
+        theirs = (to_numpy(latent.mean).reshape(-1), to_numpy(latent.variance).reshape(-1))
+    ours_mean, ours_variance = posterior.predict(points)
+    ours = (ours_mean[np.arange(len(points)), point_tasks],
+            ours_variance[np.arange(len(points)), point_tasks])
+    for name, mine, source in zip(("mean", "variance"), ours, theirs, strict=True):
+        gap = np.max(np.abs(mine - source)) / max(np.max(np.abs(source)), 1e-300)
+        if not gap <= _HADAMARD_RTOL:
+            raise TypeError(
+                f"{type(model).__name__}'s latent {name} differs from the intrinsic "
+                f"coregionalisation model read from its modules by {gap:.3g} (relative): its "
+                "forward is not covar_module(x) * task_covar_module(i) with these means; "
+                f"{_SUPPORTED}")
+    return posterior
 
 
 def _task_means(mean_module, t: int) -> np.ndarray:
