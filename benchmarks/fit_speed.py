@@ -22,6 +22,8 @@ Rows repeated exactly are fitted once (as GPRegressor does), for both libraries.
     .venv/bin/python benchmarks/fit_speed.py --sizes 300 --quick   # smoke test, no JSON
     .venv/bin/python benchmarks/fit_speed.py --sizes 2000 --old-path-sizes "" \
         --results fit_speed_2000   # other sizes into their own JSON
+    GPEXPLAIN_DATA_DIR=../shared/data .venv/bin/python benchmarks/fit_speed.py --sizes 5000 \
+        --old-path-sizes "" --restarts 0 --results fit_speed_5000   # one start each
 """
 
 from __future__ import annotations
@@ -81,11 +83,11 @@ def standardised_distinct(X, y):
     return Xs[distinct], ys[distinct]
 
 
-def starts(n_features: int) -> list:
+def starts(n_features: int, n_restarts: int) -> list:
     """GPRegressor's starting points (GPRegressor._starting_points with default arguments)."""
     points = [(np.ones(n_features), 1.0, DEFAULT_NOISE)]
     rng = np.random.default_rng(SEED)
-    for _ in range(N_RESTARTS):
+    for _ in range(n_restarts):
         points.append((log_uniform(rng, 0.1, 10.0, size=n_features),
                        float(log_uniform(rng, 0.1, 10.0)), float(log_uniform(rng, 1e-3, 1.0))))
     return points
@@ -130,7 +132,8 @@ def fit_old_path(Xs, ys, points):
     return (time.perf_counter() - start_time, time.process_time() - start_cpu), best
 
 
-def measure(sizes: list[int], old_sizes: set[int], threads: str) -> list[dict]:
+def measure(sizes: list[int], old_sizes: set[int], threads: str,
+            n_restarts: int = N_RESTARTS) -> list[dict]:
     """One row per size, in this process's thread setting."""
     if threads == "one":
         torch.set_num_threads(1)
@@ -138,11 +141,11 @@ def measure(sizes: list[int], old_sizes: set[int], threads: str) -> list[dict]:
     for n in sizes:
         X, y, source = wine(n)
         Xs, ys = standardised_distinct(X, y)
-        points = starts(X.shape[1])
+        points = starts(X.shape[1], n_restarts)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             start_time, start_cpu = time.perf_counter(), time.process_time()
-            model = gx.GPRegressor(n_restarts=N_RESTARTS, random_state=SEED).fit(X, y)
+            model = gx.GPRegressor(n_restarts=n_restarts, random_state=SEED).fit(X, y)
             ours = (time.perf_counter() - start_time, time.process_time() - start_cpu)
             theirs, sklearn_lml = fit_sklearn(Xs, ys, points)
             old = fit_old_path(Xs, ys, points) if n in old_sizes else ((None, None), None)
@@ -179,12 +182,15 @@ def main() -> None:
     parser.add_argument("--results", default="fit_speed",
                         help="name of the JSON in benchmarks/results (a run of other sizes "
                              "keeps the earlier file)")
+    parser.add_argument("--restarts", type=int, default=N_RESTARTS,
+                        help="random starts after the first, for both libraries (3; 0 at "
+                             "n = 5000, where scikit-learn's four starts take hours of CPU)")
     parser.add_argument("--child", choices=THREAD_SETTINGS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     old_sizes = {int(s) for s in args.old_path_sizes.split(",") if s}
     if args.child:  # one thread setting: rows as JSON on stdout
-        print(json.dumps(measure(sizes, old_sizes, args.child)))
+        print(json.dumps(measure(sizes, old_sizes, args.child, args.restarts)))
         return
     info = machine_info(note="one run per size and thread setting on a 2-core machine shared "
                         "with other jobs (load averages recorded): wall times are noisy, "
@@ -193,7 +199,8 @@ def main() -> None:
     for n in sizes:  # size by size, so that a run cut short keeps the sizes it finished
         for threads in THREAD_SETTINGS:
             command = [sys.executable, __file__, "--sizes", str(n), "--old-path-sizes",
-                       args.old_path_sizes, "--child", threads]
+                       args.old_path_sizes, "--restarts", str(args.restarts), "--child",
+                       threads]
             output = subprocess.run(command, check=True, capture_output=False,
                                     stdout=subprocess.PIPE, text=True).stdout
             rows.extend(json.loads(output))
