@@ -172,7 +172,7 @@ def test_sparse_targets_equal_runs_of_one_target_and_explain_again(taipei_csv, t
     for target, other in ((PRICE, STORES), (STORES, PRICE)):
         alone = _run(taipei_csv, tmp_path / f"alone{len(target)}", "--target", target,
                      "--drop", other, "--model", "sparse", "--n-inducing", "60",
-                     "--no-holdout", "--task", "regression")
+                     "--no-holdout")
         reference = pd.read_csv(alone / "attributions.csv")
         mine = table[table["output"] == target].reset_index(drop=True)
         for column in ("attribution", "std"):
