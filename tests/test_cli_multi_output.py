@@ -156,14 +156,42 @@ def test_a_saved_model_of_several_targets_explains_again_with_model_from(form, t
     assert refused.exit_code == 2 and "explains the targets it was fitted on" in refused.stderr
 
 
+def test_sparse_targets_equal_runs_of_one_target_and_explain_again(taipei_csv, tmp_path):
+    """--model sparse with several targets: one SVGP per target (SparseGPRegressor on a 2-D
+    y), each target's attributions those of a run with that target alone (--n-inducing
+    applies to every target's SVGP); saved with
+    --save-model, it explains the same rows again with --model-from, bit for bit."""
+    out = _run(taipei_csv, tmp_path / "both", "--target", PRICE, "--target", STORES,
+               "--model", "sparse", "--n-inducing", "60", "--no-holdout", "--save-model",
+               tmp_path / "saved")
+    table = pd.read_csv(out / "attributions.csv")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["outputs"] == [PRICE, STORES] and summary["multi_output"] == "independent"
+    assert summary["cross_output_correlation"]["independent"] is True
+    assert set(summary["hyperparameters"]) == {PRICE, STORES}
+    for target, other in ((PRICE, STORES), (STORES, PRICE)):
+        alone = _run(taipei_csv, tmp_path / f"alone{len(target)}", "--target", target,
+                     "--drop", other, "--model", "sparse", "--n-inducing", "60",
+                     "--no-holdout")
+        reference = pd.read_csv(alone / "attributions.csv")
+        mine = table[table["output"] == target].reset_index(drop=True)
+        for column in ("attribution", "std"):
+            np.testing.assert_allclose(mine[column], reference[column], rtol=1e-9,
+                                       atol=1e-12 * reference[column].abs().max())
+    again = _run(taipei_csv, tmp_path / "again", "--model-from", tmp_path / "saved")
+    pd.testing.assert_frame_equal(table, pd.read_csv(again / "attributions.csv"))
+
+
 @pytest.mark.parametrize(
     ("options", "fragments"),
     [
         (["--target", PRICE, "--target", "flag"], ["'flag' holds class labels"]),
         (["--target", PRICE, "--target", STORES, "--task", "classification"],
          ["a classifier takes one --target"]),
-        (["--target", PRICE, "--target", STORES, "--model", "sparse"],
-         ["several --target columns need --model exact"]),
+        (["--target", PRICE, "--target", STORES, "--model", "random-features"],
+         ["several --target columns need --model exact, sparse"]),
+        (["--target", PRICE, "--target", STORES, "--model", "sparse", "--multi-output", "icm"],
+         ["--model sparse takes --multi-output independent, not icm"]),
         (["--target", PRICE, "--multi-output", "icm"],
          ["--multi-output icm applies to several --target columns"]),
         (["--target", PRICE, "--target", STORES, "--method", "interactions"],

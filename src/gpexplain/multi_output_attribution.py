@@ -2,8 +2,9 @@
 
 Holds one ``Attribution`` per output (each complete on its own, with its own prediction and
 base value) and, for coregionalised outputs, the joint posterior covariance of all outputs'
-values at each point; for independent outputs that covariance is zero off the output-diagonal
-blocks by construction (``independent``), not computed.
+values at each point and (``return_cov="points"``) across points; for independent outputs
+those covariances are zero off the output-diagonal blocks by construction (``independent``),
+not computed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gpexplain.attribution import Attribution, GaussianValues
+from gpexplain.point_covariance import MAX_DENSE_ENTRIES
 
 __all__ = ["MultiOutputAttribution", "output_position"]
 
@@ -45,6 +47,13 @@ class MultiOutputAttribution:
         attributions' own ``cov``) or when no covariance was computed.
     independent : bool
         The outputs are independent a posteriori.
+    joint_point_cov : BlockMatrix of shape (n_points, t D, n_points, t D), optional
+        The covariance across points, outputs and values (``return_cov="points"`` of a
+        coregionalised posterior): entry ``[p, i D + a, q, j D + b]`` is
+        ``Cov[value_(i,a)(x_p), value_(j,b)(x_q)]``, evaluated block by block of points
+        (``blocks()``, ``dense()``, ``sample``; ``gpexplain.explain._points``). None for
+        independent outputs (the blocks between outputs are zero by the model, each output's
+        own is its ``Attribution.point_cov``) or when it was not asked for.
 
     Attributes
     ----------
@@ -60,7 +69,8 @@ class MultiOutputAttribution:
     #: saved as the tree of its attributes by ``gx.save`` (``gpexplain.persistence``).
     _save_kind = "model"
 
-    def __init__(self, attributions, output_names, joint_cov=None, independent=False):
+    def __init__(self, attributions, output_names, joint_cov=None, independent=False,
+                 joint_point_cov=None):
         attributions = list(attributions)
         names = [str(name) for name in output_names]
         if not attributions or len(attributions) != len(names) or len(set(names)) != len(names):
@@ -80,10 +90,17 @@ class MultiOutputAttribution:
             expected = (shape[0], len(names), shape[1], len(names), shape[1])
             if joint_cov.shape != expected:
                 raise ValueError(f"joint_cov must have shape {expected}, got {joint_cov.shape}.")
+        if joint_point_cov is not None:
+            size = len(names) * shape[1]
+            expected = (shape[0], size, shape[0], size)
+            if tuple(joint_point_cov.shape) != expected:
+                raise ValueError(f"joint_point_cov must have shape {expected}, got "
+                                 f"{tuple(joint_point_cov.shape)}.")
         self.attributions = attributions
         self.output_names = names
         self.joint_cov = joint_cov
         self.independent = bool(independent)
+        self.joint_point_cov = joint_point_cov
 
     def __repr__(self) -> str:
         n, d = self.attributions[0].mean.shape
@@ -139,6 +156,38 @@ class MultiOutputAttribution:
         i = names.index(i) if isinstance(i, str) else i
         j = names.index(j) if isinstance(j, str) else j
         return cov[:, i, :, j, :]
+
+    def point_cov_dense(self) -> np.ndarray | None:
+        """The covariance across points, outputs and values as one array, (n_points,
+        n_outputs, D, n_points, n_outputs, D): entry ``[p, i, a, q, j, b]`` is
+        ``Cov[value_(i,a)(x_p), value_(j,b)(x_q)]``.
+
+        From ``joint_point_cov`` (coregionalised outputs); for independent outputs each
+        output's ``point_cov`` on the diagonal output blocks and zeros between outputs (the
+        model says so; filled, not computed). None without covariances across points.
+
+        Raises
+        ------
+        MemoryError
+            More than ``MAX_DENSE_ENTRIES`` values (``(n_points t D)^2``); use
+            ``joint_point_cov.blocks()`` or each output's ``point_cov``.
+        """
+        n, d = self.attributions[0].mean.shape
+        t = len(self.attributions)
+        if self.joint_point_cov is not None:
+            return self.joint_point_cov.dense().reshape(n, t, d, n, t, d)
+        parts = [attribution.point_cov for attribution in self.attributions]
+        if not self.independent or any(part is None for part in parts):
+            return None
+        if (n * t * d) ** 2 > MAX_DENSE_ENTRIES:
+            raise MemoryError(
+                f"the covariance across {n} points, {t} outputs and {d} values has "
+                f"{(n * t * d) ** 2:.3g} entries (limit {MAX_DENSE_ENTRIES:.3g}); use each "
+                "output's point_cov.blocks().")
+        dense = np.zeros((n, t, d, n, t, d))
+        for i, part in enumerate(parts):
+            dense[:, i, :, :, i, :] = part.dense()
+        return dense
 
     def to_shap(self, level: float = 0.95):
         """All outputs as one ``shap.Explanation`` in shap's multi-output layout.

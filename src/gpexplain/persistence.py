@@ -12,7 +12,8 @@ parameter closure) only as methods of an allowed class bound to a restored objec
 estimator built from these pieces saves and loads with no code of its own (its fitted
 attributes are walked); an estimator lists attributes that are not part of the fitted
 model in ``_not_saved`` (e.g. the training-time GPyTorch modules of ``SparseGPRegressor``),
-which are None after loading. Posteriors (e.g. from ``gx.from_botorch``) save the same way.
+which are None after loading (also in an estimator held by another, as ``estimators_`` of a
+model of several outputs). Posteriors (e.g. from ``gx.from_botorch``) save the same way.
 
 This module sits in the results layer and imports nothing above it, so it knows the objects it
 saves only through what their classes declare (DESIGN.md's layer table; ``tests/test_layers.py``):
@@ -467,7 +468,10 @@ class _Encoder:
                 "safe classes (gpexplain, GPyTorch, torch.nn modules, scikit-learn scalers)."
             )
         _allowed_class(name)  # what load will accept
-        state = {key: value for key, value in vars(obj).items()}
+        # An estimator inside another (``estimators_`` of a model of several outputs) leaves
+        # out its ``_not_saved`` attributes too: None after loading, as at the top.
+        excluded = set(getattr(type(obj), "_not_saved", ()))
+        state = {key: None if key in excluded else value for key, value in vars(obj).items()}
         return {"object": name, "state": self.encode(state, where)}
 
 

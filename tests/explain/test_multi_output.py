@@ -271,15 +271,20 @@ def test_global_sensitivity_refusals_name_the_argument(icm):
         gx.global_sensitivity(posterior, outputs="b")["z"]
 
 
-def test_covariance_across_points_per_output_for_independent_outputs_and_the_icm(icm):
-    # return_cov="points" was turned into True for every multi-output posterior: the result
-    # had no covariance across points, without a word.
+def _independent_sine_and_square():
+    """Independent outputs (scikit-learn on a 2-D y) and their 25 training inputs."""
     rng = np.random.default_rng(4)
     X = rng.uniform(-2, 2, size=(25, 2))
     Y = np.c_[np.sin(X[:, 0]), X[:, 1] ** 2]
     model = GaussianProcessRegressor(ConstantKernel(1.2) * SkRBF([1.0, 1.5]), alpha=1e-2,
                                      optimizer=None).fit(X, Y)
-    posterior = gx.as_multi_output(model, output_names=["sin", "square"])
+    return gx.as_multi_output(model, output_names=["sin", "square"]), X
+
+
+def test_covariance_across_points_per_output_for_independent_outputs_and_the_icm(icm):
+    # return_cov="points" was turned into True for every multi-output posterior: the result
+    # had no covariance across points, without a word.
+    posterior, X = _independent_sine_and_square()
     result = gx.integrated_gradients(posterior, X[:3], return_cov="points")
     for i, name in enumerate(["sin", "square"]):
         alone = gx.integrated_gradients(posterior.marginal(i), X[:3], return_cov="points")
@@ -299,3 +304,112 @@ def test_covariance_across_points_per_output_for_independent_outputs_and_the_icm
         for p in range(len(Xq)):
             np.testing.assert_allclose(dense[p, :, p], joint[name].cov[p], rtol=0,
                                        atol=1e-10 * np.abs(reference).max())
+
+
+def _joint_draws(X, tasks, y, B, points, n_samples, seed):
+    """Draws of the joint posterior of every output's f at ``points``, (n_samples, t, m),
+    written here with NumPy from the ICM kernel ``B kron k`` over the task-augmented training
+    set (explicit solve; no code of the library)."""
+    t, m = len(B), len(points)
+    K = B[np.ix_(tasks, tasks)] * _se(X, X) + NOISE * np.eye(len(X))
+    cross = np.concatenate([B[i, tasks][None] * _se(points, X) for i in range(t)])  # (t m, N)
+    mean = np.repeat(MEANS, m) + cross @ np.linalg.solve(K, y - MEANS[tasks])
+    cov = np.kron(B, _se(points, points)) - cross @ np.linalg.solve(K, cross.T)
+    values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+    root = vectors * np.sqrt(np.clip(values, 0, None))
+    draws = mean + np.random.default_rng(seed).standard_normal((n_samples, len(mean))) @ root.T
+    return draws.reshape(n_samples, t, m)
+
+
+def _covariance_z(flat, exact):
+    """Largest |z| of the sample covariance of ``flat`` (S, k) against ``exact`` (k, k)."""
+    n_samples = len(flat)
+    stderr = np.sqrt((np.outer(np.diag(exact), np.diag(exact)) + exact**2) / n_samples)
+    return np.abs((np.cov(flat, rowvar=False) - exact) / stderr).max()
+
+
+def test_covariance_across_points_between_outputs_against_monte_carlo(icm):
+    """``joint_point_cov`` of integrated gradients and gradients at two points, all three
+    outputs: against the sample covariance of the same functionals of joint posterior draws
+    (central differences at the Gauss-Legendre nodes of each path, and at each point),
+    |z| < 5 for every entry, the blocks between different outputs at different points
+    included (and not trivially zero)."""
+    posterior, X, tasks, y, B, Xq = icm
+    x, baseline = np.stack([Xq[0], Xq[0] + np.array([0.6, -0.4, 0.3])]), X.mean(axis=0)
+    n_points, t, d, h = 2, 3, 3, 1e-3
+    ig = gx.integrated_gradients(posterior, x, baseline=baseline, return_cov="points")
+    gradients = gx.gradients(posterior, x, return_cov="points")
+    nodes, weights = np.polynomial.legendre.leggauss(16)
+    nodes, weights = 0.5 * (nodes + 1), 0.5 * weights
+    paths = baseline + nodes[None, :, None] * (x - baseline)[:, None, :]  # (2, 16, d)
+    centres = np.concatenate([paths.reshape(-1, d), x])  # path nodes, then the two points
+    stencil = np.stack([centres[:, None, :] + s * h * np.eye(d)[None] for s in (1, -1)])
+    n_samples = 20000
+    draws = _joint_draws(X, tasks, y, B, stencil.reshape(-1, d), n_samples, seed=7)
+    draws = draws.reshape(n_samples, t, 2, len(centres), d)
+    derivative = (draws[:, :, 0] - draws[:, :, 1]) / (2 * h)  # (S, t, centres, d)
+    along = derivative[:, :, : 2 * len(nodes)].reshape(n_samples, t, n_points, len(nodes), d)
+    sampled = {
+        "integrated gradients": (x - baseline)[None, None] * np.einsum("k,stpkd->stpd",
+                                                                         weights, along),
+        "gradients": derivative[:, :, 2 * len(nodes):],  # (S, t, points, d)
+    }
+    for name, result in (("integrated gradients", ig), ("gradients", gradients)):
+        exact = result.point_cov_dense()  # (p, i, a, q, j, b)
+        flat = np.transpose(sampled[name], (0, 2, 1, 3)).reshape(n_samples, -1)
+        exact_flat = exact.reshape(n_points * t * d, n_points * t * d)
+        others = ~np.eye(t, dtype=bool)
+        block = np.transpose(exact[0, :, :, 1], (0, 2, 1, 3))  # (i, j, a, b)
+        between = np.abs(block[others]).max()  # other outputs at the other point
+        assert between > 0.1 * np.abs(exact).max(), name
+        z = _covariance_z(flat, exact_flat)
+        assert z < 5, (name, z)
+        # the draws tell those blocks from zero (what the per-output covariances would say)
+        apart = (~np.eye(n_points, dtype=bool))[:, None, None, :, None, None] & others[
+            None, :, None, None, :, None]
+        wrong = np.where(apart, 0.0, exact).reshape(exact_flat.shape)
+        assert _covariance_z(flat, wrong) > 20, name
+        z_mean = np.abs(flat.mean(0) - result.mean.ravel()) / np.sqrt(np.diag(exact_flat)
+                                                                       / n_samples)
+        assert z_mean.max() < 5, (name, z_mean.max())
+
+
+def test_joint_covariance_across_points_agrees_with_its_parts_and_is_psd(icm):
+    posterior, X, tasks, y, B, Xq = icm
+    scale = None
+    for method, options in (("integrated_gradients", {}),
+                            ("gradients", {"gradient_x_input": True})):
+        explain = getattr(gx, method)
+        result = explain(posterior, Xq, return_cov="points", **options)
+        joint = result.point_cov_dense()  # (3 points, 3 outputs, 3, 3, 3, 3)
+        scale = np.abs(joint).max()
+        for i, name in enumerate(["a", "b", "c"]):  # each output's own covariance
+            np.testing.assert_allclose(joint[:, i, :, :, i, :], result[name].point_cov.dense(),
+                                       rtol=0, atol=1e-10 * scale)
+        for p in range(len(Xq)):  # at one point: the joint covariance across outputs
+            np.testing.assert_allclose(joint[p, :, :, p], result.cov[p], rtol=0,
+                                       atol=1e-10 * scale)
+        flat = joint.reshape(27, 27)
+        np.testing.assert_array_equal(flat, flat.T)
+        assert np.linalg.eigvalsh(flat).min() > -1e-10 * scale
+        # blocks of one point evaluate the same matrix (memory bounded by the block size)
+        result.joint_point_cov.block_size = 1
+        np.testing.assert_allclose(result.joint_point_cov.dense().reshape(joint.shape), joint,
+                                   rtol=0, atol=1e-13 * scale)
+        # a selection of outputs: the rows and columns of the whole
+        chosen = explain(posterior, Xq, return_cov="points", outputs=["c", "a"], **options)
+        np.testing.assert_allclose(chosen.point_cov_dense(),
+                                   joint[:, [2, 0]][:, :, :, :, [2, 0]], rtol=0,
+                                   atol=1e-13 * scale)
+
+
+def test_joint_covariance_across_points_of_independent_outputs_is_stated_zero():
+    posterior, X = _independent_sine_and_square()
+    result = gx.integrated_gradients(posterior, X[:3], return_cov="points")
+    assert result.independent and result.joint_point_cov is None  # not computed
+    joint = result.point_cov_dense()
+    assert joint.shape == (3, 2, 2, 3, 2, 2)
+    assert np.all(joint[:, 0, :, :, 1, :] == 0.0) and np.all(joint[:, 1, :, :, 0, :] == 0.0)
+    for i, name in enumerate(["sin", "square"]):
+        np.testing.assert_array_equal(joint[:, i, :, :, i, :], result[name].point_cov.dense())
+    assert gx.integrated_gradients(posterior, X[:3]).point_cov_dense() is None

@@ -191,8 +191,9 @@ def _check_rank(rank, multi_output: str) -> None:
 
 def check_n_inducing(choice: Choice, task: str) -> None:
     """ValueError when --n-inducing was given and the family fitted for ``task`` has no
-    inducing points."""
-    if choice.n_inducing_given and "n_inducing" not in family(choice.model, task).options:
+    inducing points (several targets: the regression family of ``--model``)."""
+    fitted = "classification" if task == "classification" else "regression"
+    if choice.n_inducing_given and "n_inducing" not in family(choice.model, fitted).options:
         raise ValueError(_n_inducing_refusal())
 
 

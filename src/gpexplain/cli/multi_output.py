@@ -2,7 +2,8 @@
 columns explained jointly.
 
 One model of all the targets (a family with ``multi_output`` forms: the exact GP, independent
-GPs per target by default or ``--multi-output icm``, an intrinsic coregionalisation model) is
+GPs per target by default or ``--multi-output icm``, an intrinsic coregionalisation model; the
+sparse variational GP, independent SVGPs per target) is
 fitted on the other columns; each target's rows are explained (integrated gradients or exact
 Shapley values) through its marginal posterior, and for a coregionalised model the
 attributions of different targets at the same row are correlated, with the covariance given by
@@ -154,7 +155,7 @@ class MultiOutputRegression(Regression):
         if choice.multi_output not in forms:
             raise ValueError(f"--model {choice.model} takes --multi-output "
                              f"{' or '.join(forms)}, not {choice.multi_output}")
-        if choice.multi_output == "icm" and choice.kernel != "ard":  # GPRegressor._fit_icm
+        if choice.multi_output == "icm" and choice.kernel != "ard":  # GPRegressor._fit_joint
             raise ValueError(f"--multi-output icm fits an ARD squared-exponential kernel: use "
                              f"--kernel ard, not {choice.kernel}")
         if choice.method not in _METHODS:
@@ -171,10 +172,11 @@ class MultiOutputRegression(Regression):
     @staticmethod
     def build(choice, n_rows: int, warm_start=None):
         """An unfitted estimator of ``--model``'s family for a 2-D target in the
-        ``--multi-output`` form, with ``--rank`` (``warm_start`` is not used: the held-out fit
-        starts afresh)."""
+        ``--multi-output`` form, with ``--rank`` when given (an ICM's; ``warm_start`` is not
+        used: the held-out fit starts afresh)."""
         model = family(choice.model).build(choice.settings(n_rows))
-        return model.set_params(multi_output=choice.multi_output, rank=choice.rank)
+        rank = {} if choice.rank is None else {"rank": choice.rank}
+        return model.set_params(multi_output=choice.multi_output, **rank)
 
     @staticmethod
     def holdout_scores(model, X_test, Y_test) -> dict:

@@ -115,7 +115,8 @@ def gradients(
     outputs : output name or index, or a sequence of them, optional
         A multi-output posterior (``gx.posterior.as_multi_output``) only: the outputs to
         explain (default all). The result is then a ``MultiOutputAttribution``: one
-        ``Attribution`` per output and the covariance across outputs (issue 24).
+        ``Attribution`` per output and the covariance across outputs (issue 24; with
+        ``return_cov="points"`` also across points, ``joint_point_cov``).
 
     Returns
     -------

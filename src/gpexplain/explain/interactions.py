@@ -143,6 +143,7 @@ def shapley_interactions(
             [_interactions(part, posterior.marginal(name), index)
              for name, part in zip(result.output_names, result.attributions, strict=True)],
             result.output_names, result.joint_cov, result.independent,
+            joint_point_cov=result.joint_point_cov,
         )
     return _interactions(result, posterior, index)
 

@@ -14,8 +14,22 @@ for the ICM predictive covariance; the functional form is the generic formula of
 the augmented representer form). Each output's result is then finished like a single-output
 one (finite check, completeness against that output's marginal posterior, warnings).
 
+With ``return_cov="points"`` the same formula holds between two points: for outputs i, j,
+features a, b and points x_p, x_q,
+
+    Cov[L_a f_i(x_p), L_b f_j(x_q)] = B_ij (L_a L_b' k)(x_p, x_q)
+                                      - C_i[p, a, :] K^{-1} C_j[q, b, :]^T
+
+(the functional's two-point prior term, ``Scheme.prior_between``). ``_StackedOutputs`` presents
+the t outputs' D values as one functional of t D values (index ``i D + a``) to
+``gpexplain.explain._points.PointCovariance``, which evaluates the joint covariance across
+points, outputs and features block by block of points, memory bounded by its block size
+(``MultiOutputAttribution.joint_point_cov``). Its diagonal output blocks (i = j) are each
+output's ``point_cov``, its diagonal point blocks (p = q) the joint covariance at each point.
+
 Independent outputs are explained one by one through the single-output driver; their
-covariance across outputs is zero by the model and is not computed.
+covariance across outputs (at a point or across points) is zero by the model and is not
+computed.
 """
 
 from __future__ import annotations
@@ -48,8 +62,10 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     outputs : output name, index, or sequence of them, or None (all)
     return_cov : bool or "points"
         "points": also each output's covariance across points (``point_cov`` of each
-        output's ``Attribution``, from its marginal posterior: for a coregionalised
-        posterior the covariance across points *between* outputs is not computed).
+        output's ``Attribution``, from its marginal posterior) and, for a coregionalised
+        posterior, the joint one across points, outputs and features
+        (``MultiOutputAttribution.joint_point_cov``; None for independent outputs, whose
+        blocks between outputs are zero by the model).
     chunk_size, caller : as in ``gpexplain.explain._driver.explain``
 
     Returns
@@ -99,11 +115,64 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
         )
         for k, marginal in enumerate(marginals)
     ]
-    if points:  # each output's own, through its marginal's representer form
+    joint_point_cov = None
+    if points:  # each output's own, through its marginal's representer form, and the joint
         parts = [replace(part, point_cov=PointCovariance(
                      marginal, functional.bind(marginal.kernel, Z), functional, X))
                  for part, marginal in zip(parts, marginals, strict=True)]
-    return MultiOutputAttribution(parts, names, cov, independent=False)
+        stacked = _StackedOutputs(posterior, scheme, functional, index)
+        joint_point_cov = PointCovariance(posterior, stacked, stacked, X)
+    return MultiOutputAttribution(parts, names, cov, independent=False,
+                                  joint_point_cov=joint_point_cov)
+
+
+class _StackedOutputs:
+    """Outputs ``index`` of a coregionalised posterior explained by ``functional`` as one
+    functional of t D values (value ``i D + a``: output i, feature a), for ``PointCovariance``,
+    which reads from its scheme the cross terms, the two-point prior term and its price per
+    pair of points, and from its functional the output weights, the names and ``n_steps``.
+
+    Cross term ``B[i, task_n] (L_a k(., x_n))(x)`` (the ICM's over the augmented training set,
+    with ``posterior.quadratic_form``'s K^{-1}); two-point prior term
+    ``B_ij (L_a L_b' k)(x_p, x_q)`` from the input kernel's scheme.
+    """
+
+    def __init__(self, posterior, scheme, functional, index):
+        self.scheme, self.functional = scheme, functional
+        self.coregionalization = posterior.coregionalization[np.ix_(index, index)]
+        self.task_weights = posterior.task_weights(index)  # (t, N)
+        self.n_steps = getattr(functional, "n_steps", 1)
+        self.names = [f"{posterior.output_names[i]}/{name}" for i in index
+                      for name in functional.output_names(posterior)]
+
+    @property
+    def torch_kernel(self):  # named in PointCovariance's refusal of slow quadrature
+        return self.scheme.torch_kernel
+
+    def cross(self, X: np.ndarray) -> np.ndarray:
+        """(m, t D, N)."""
+        cross = self.scheme.cross(X)  # (m, D, N)
+        m, D, N = cross.shape
+        stacked = cross[:, None, :, :] * self.task_weights[None, :, None, :]
+        return stacked.reshape(m, len(self.task_weights) * D, N)
+
+    def prior_between(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """(n1, n2, t D, t D)."""
+        prior = self.scheme.prior_between(X1, X2)  # (n1, n2, D, D)
+        n1, n2, D, _ = prior.shape
+        t = len(self.coregionalization)
+        joint = np.einsum("ij,pqab->pqiajb", self.coregionalization, prior)
+        return joint.reshape(n1, n2, t * D, t * D)
+
+    def point_pair_seconds(self) -> float:
+        return self.scheme.point_pair_seconds()  # one prior term per pair serves all outputs
+
+    def output_weights(self, X: np.ndarray) -> np.ndarray | None:
+        weights = self.functional.output_weights(X)  # (m, D) or None
+        return None if weights is None else np.tile(weights, (1, len(self.task_weights)))
+
+    def output_names(self, posterior) -> list[str]:
+        return list(self.names)
 
 
 def _coregionalized_chunk(block: np.ndarray, context) -> tuple:

@@ -232,6 +232,7 @@ FAMILIES.register("sparse", ModelFamily(
     SparseGPRegressor, "regression", KERNELS, ("integrated-gradients",), _sparse_parameters,
     _regression_report("noise", "mean"), options=("n_inducing",),
     summary="variational, inducing points",
+    multi_output=SparseGPRegressor._parameter_constraints["multi_output"].values,
 ))
 FAMILIES.register("random-features", ModelFamily(
     RandomFeatureGPRegressor, "regression",

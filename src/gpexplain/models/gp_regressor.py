@@ -22,7 +22,7 @@ import warnings
 import gpytorch
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin
 
 from gpexplain._threads import native_threads
 from gpexplain._validation import as_target
@@ -46,8 +46,8 @@ from gpexplain.models._standardisation import (
     choice_scaling,
     target_scaling,
 )
-from gpexplain.models._targets import target_columns
-from gpexplain.posterior import ExactPosterior, IndependentOutputs
+from gpexplain.models._targets import IndependentOutputsFit
+from gpexplain.posterior import ExactPosterior
 from gpexplain.posterior.device import check_device
 
 __all__ = ["GPRegressor"]
@@ -56,7 +56,7 @@ _FAILURE_HINT = "try optimizer=None with a given kernel and noise, or rescale th
 
 
 
-class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
+class GPRegressor(IndependentOutputsFit, PosteriorEstimator, RegressorMixin, BaseEstimator):
     """Exact Gaussian-process regression (squared-exponential, Matern, RQ or any GPyTorch kernel).
 
     Model: ``y = f(x) + eps``, ``f ~ GP(m0, k)``, ``eps ~ N(0, noise)``; by default
@@ -214,32 +214,11 @@ class GPRegressor(PosteriorEstimator, RegressorMixin, BaseEstimator):
     ):
         self._store_parameters(locals())
 
-    # -- fitting ------------------------------------------------------------------------
-    def fit(self, X, y, *, callback=None):
-        """Fit (``PosteriorEstimator.fit``); a 2-D y of several columns fits one independent
-        GP per column (see the class docstring)."""
-        columns = target_columns(y)
-        if columns is None:
-            return super().fit(X, y, callback=callback)
-        self._validate_params()
-        if self.multi_output == "icm":
-            return self._fit_icm(X, columns)
-        self.estimators_ = [clone(self).fit(X, column, callback=callback)
-                            for column in columns.values()]
-        first = self.estimators_[0]
-        self.output_names_ = list(columns)
-        self.posterior_ = IndependentOutputs([e.posterior_ for e in self.estimators_],
-                                             self.output_names_)
-        for name in ("kernel_", "restarts_", "constant_features_"):
-            setattr(self, name, [getattr(e, name) for e in self.estimators_])
-        for name in ("noise_", "mean_", "log_marginal_likelihood_value_"):
-            setattr(self, name, np.array([getattr(e, name) for e in self.estimators_]))
-        self.n_features_in_ = first.n_features_in_
-        if hasattr(first, "feature_names_in_"):
-            self.feature_names_in_ = first.feature_names_in_
-        return self
+    _output_lists = ("kernel_", "restarts_", "constant_features_")
+    _output_arrays = ("noise_", "mean_", "log_marginal_likelihood_value_")
 
-    def _fit_icm(self, X, columns):
+    # -- fitting ------------------------------------------------------------------------
+    def _fit_joint(self, X, columns):
         """``multi_output="icm"``: one coregionalised GP of all columns (``models._icm``)."""
         if self.device is not None:
             raise ValueError(f"device={self.device!r} is not available with multi_output="

@@ -49,6 +49,7 @@ from gpexplain.models._params import (
 )
 from gpexplain.models._standardisation import FeatureScaling, constant_columns, target_scaling
 from gpexplain.models._svgp import INDUCING_INITS, SVGPModel, initial_inducing_points
+from gpexplain.models._targets import IndependentOutputsFit
 from gpexplain.posterior.exact import cholesky_with_jitter
 from gpexplain.posterior.variational import VariationalPosterior
 
@@ -58,7 +59,7 @@ OPTIMIZERS = ("adam", None)
 
 
 class SparseGPRegressor(
-    PosteriorEstimator, RegressorMixin, BaseEstimator
+    IndependentOutputsFit, PosteriorEstimator, RegressorMixin, BaseEstimator
 ):
     """Sparse variational Gaussian-process regression (SVGP) with a squared-exponential kernel.
 
@@ -94,10 +95,22 @@ class SparseGPRegressor(
     random_state : int, default 0
         Seed of the inducing-point initialisation, the variational initialisation and the
         minibatch order (the global torch and NumPy random states are left untouched).
+    multi_output : {"independent"}, default "independent"
+        For a 2-D y only: one SVGP per column, independently (below); the only form for now.
+
+    Several outputs (issue 24): ``fit(X, Y)`` with a 2-D Y of t > 1 columns (a DataFrame's
+    column names become the output names, else ``y0, y1, ...``) fits one SVGP per column with
+    these parameters (the same seed, so each equals the single-output fit of its column), as
+    ``GPRegressor`` does: ``posterior_`` is then ``gx.IndependentOutputs`` (zero covariance
+    across outputs, by the model), ``predict`` returns (n_points, t) arrays, ``kernel_``,
+    ``constant_features_``, ``gpytorch_model_`` and ``gpytorch_likelihood_`` are lists over
+    the outputs, ``noise_``, ``mean_``, ``inducing_points_`` and ``elbo_history_`` arrays with
+    the output first, ``estimators_`` holds the t single-output fits and ``output_names_``
+    their names.
 
     Attributes
     ----------
-    posterior_ : VariationalPosterior
+    posterior_ : VariationalPosterior (IndependentOutputs for a 2-D y)
         Whitened SVGP posterior in original units; what explanations consume.
     kernel_ : RBF
         Fitted kernel in original units; lengthscale ``np.inf`` for constant columns.
@@ -139,6 +152,7 @@ class SparseGPRegressor(
         inducing_init: str = "kmeans",
         optimizer: str | None = "adam",
         random_state: int = 0,
+        multi_output: str = "independent",
     ):
         self._store_parameters(locals())
 
@@ -152,7 +166,10 @@ class SparseGPRegressor(
         "inducing_init": Options(INDUCING_INITS),
         "optimizer": Options(OPTIMIZERS),
         "random_state": Seed(),
+        "multi_output": Options(("independent",)),
     }
+    _output_lists = ("kernel_", "constant_features_", "gpytorch_model_", "gpytorch_likelihood_")
+    _output_arrays = ("noise_", "mean_", "inducing_points_", "elbo_history_")
 
     # -- fitting ------------------------------------------------------------------------
     def _check_params(self, n_rows: int) -> bool:
