@@ -18,7 +18,7 @@ from scipy.stats import norm
 from gpexplain._optional import require
 from gpexplain.point_covariance import DensePointCovariance
 
-__all__ = ["Attribution", "GaussianValues", "group_matrix", "grouped_values"]
+__all__ = ["Attribution", "GaussianValues", "dense_to_save", "group_matrix", "grouped_values"]
 
 # The saved directory (``Attribution.save``): the tidy table, plus these arrays in arrays.npz.
 _TABLE = "attribution.parquet"
@@ -26,6 +26,25 @@ _SAVED_ARRAYS = ("cov", "prediction", "baseline", "difference_variance")
 #: Largest (n_points n_features)^2 of a ``point_cov`` that ``save`` writes (2e7 float64
 #: values: 160 MB).
 MAX_SAVED_POINT_COV_ENTRIES = 20_000_000
+
+
+def dense_to_save(covariance, name: str) -> np.ndarray | None:
+    """A covariance across points as the dense array a save stores, or None: warned when it is
+    not stored (a mixture's is not one Gaussian matrix; one above
+    ``MAX_SAVED_POINT_COV_ENTRIES`` values is not written whole)."""
+    if covariance is None:
+        return None
+    entries = int(np.prod(covariance.shape))
+    if getattr(covariance, "components", None) is not None:
+        reason = "a mixture posterior's is not one Gaussian matrix"
+    elif entries > MAX_SAVED_POINT_COV_ENTRIES:
+        reason = (f"it has {entries:.3g} values, above {MAX_SAVED_POINT_COV_ENTRIES:.3g}; "
+                  f"explain fewer points, or save {name}.blocks() yourself")
+    else:
+        return covariance.dense()
+    warnings.warn(f"save: the covariance across points ({name}) is not saved: {reason}.",
+                  UserWarning, stacklevel=5)
+    return None
 
 
 class GaussianValues:
@@ -88,6 +107,18 @@ class GaussianValues:
             raise ValueError("sample needs the covariance across points: explain with "
                              "return_cov='points'.")
         return self.point_cov.sample(self.mean, int(n), np.random.default_rng(random_state))
+
+    def _point_cov_to_save(self) -> np.ndarray | None:
+        """``point_cov`` as the dense array ``save`` stores, or None (warned when one is not
+        stored: a mixture's is not Gaussian, and a large one is not written whole)."""
+        return dense_to_save(self.point_cov, "point_cov")
+
+    def _saved_state(self) -> dict:
+        """What ``gx.save`` stores of this result inside another (a
+        ``MultiOutputAttribution``): its fields, with ``point_cov`` dense or None."""
+        dense = self._point_cov_to_save()
+        return {**vars(self),
+                "point_cov": None if dense is None else DensePointCovariance(dense)}
 
     def save(self, path):
         """Save to a directory: metadata in ``gpexplain.json``, the covariance and per-point
@@ -388,23 +419,6 @@ class Attribution(GaussianValues):
             point_cov=(DensePointCovariance(arrays["point_cov"]) if "point_cov" in arrays
                        else None),
         )
-
-    def _point_cov_to_save(self) -> np.ndarray | None:
-        """``point_cov`` as the dense array ``save`` stores, or None (warned when one is not
-        stored: a mixture's is not Gaussian, and a large one is not written whole)."""
-        if self.point_cov is None:
-            return None
-        entries = (self.n_points * self.n_features) ** 2
-        if getattr(self.point_cov, "components", None) is not None:
-            reason = "a mixture posterior's is not one Gaussian matrix"
-        elif entries > MAX_SAVED_POINT_COV_ENTRIES:
-            reason = (f"it has {entries:.3g} values, above {MAX_SAVED_POINT_COV_ENTRIES:.3g}; "
-                      "explain fewer points, or save point_cov.blocks() yourself")
-        else:
-            return self.point_cov.dense()
-        warnings.warn(f"save: the covariance across points (point_cov) is not saved: {reason}.",
-                      UserWarning, stacklevel=4)
-        return None
 
     def __repr__(self) -> str:
         cov = "full covariance" if self.cov is not None else "no covariance"

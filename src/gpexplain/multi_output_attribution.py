@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpexplain.attribution import Attribution, GaussianValues
-from gpexplain.point_covariance import MAX_DENSE_ENTRIES
+from gpexplain.attribution import Attribution, GaussianValues, dense_to_save
+from gpexplain.point_covariance import MAX_DENSE_ENTRIES, DensePointCovariance
 
 __all__ = ["MultiOutputAttribution", "output_position"]
 
@@ -101,6 +101,13 @@ class MultiOutputAttribution:
         self.joint_cov = joint_cov
         self.independent = bool(independent)
         self.joint_point_cov = joint_point_cov
+
+    def _saved_state(self) -> dict:
+        """What ``gx.save`` stores: the attributes, with ``joint_point_cov`` dense or None
+        (each output's ``point_cov`` likewise, by ``Attribution._saved_state``)."""
+        dense = dense_to_save(self.joint_point_cov, "joint_point_cov")
+        return {**vars(self),
+                "joint_point_cov": None if dense is None else DensePointCovariance(dense)}
 
     def __repr__(self) -> str:
         n, d = self.attributions[0].mean.shape

@@ -91,7 +91,7 @@ def save(obj, path) -> Path:
         return obj._save_to(path)  # a format of the class's own (an Attribution's directory)
     encoder = _Encoder()
     excluded = set(getattr(obj, "_not_saved", ()))
-    state = {key: value for key, value in vars(obj).items() if key not in excluded}
+    state = {key: value for key, value in _state_of(obj).items() if key not in excluded}
     header = _header("model", obj)
     header["not_saved"] = sorted(excluded)
     header["state"] = encoder.encode(state, type(obj).__name__)
@@ -471,8 +471,16 @@ class _Encoder:
         # An estimator inside another (``estimators_`` of a model of several outputs) leaves
         # out its ``_not_saved`` attributes too: None after loading, as at the top.
         excluded = set(getattr(type(obj), "_not_saved", ()))
-        state = {key: None if key in excluded else value for key, value in vars(obj).items()}
+        state = {key: None if key in excluded else value
+                 for key, value in _state_of(obj).items()}
         return {"object": name, "state": self.encode(state, where)}
+
+
+def _state_of(obj) -> dict:
+    """The attributes saved of ``obj``: ``vars(obj)``, or what its class's ``_saved_state``
+    returns (a result's lazy covariance across points, made dense)."""
+    hook = getattr(type(obj), "_saved_state", None)
+    return hook(obj) if hook is not None else vars(obj)
 
 
 class _Decoder:

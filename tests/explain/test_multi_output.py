@@ -374,7 +374,7 @@ def test_covariance_across_points_between_outputs_against_monte_carlo(icm):
         assert z_mean.max() < 5, (name, z_mean.max())
 
 
-def test_joint_covariance_across_points_agrees_with_its_parts_and_is_psd(icm):
+def test_joint_covariance_across_points_agrees_with_its_parts_and_is_psd(icm, tmp_path):
     posterior, X, tasks, y, B, Xq = icm
     scale = None
     for method, options in (("integrated_gradients", {}),
@@ -401,6 +401,10 @@ def test_joint_covariance_across_points_agrees_with_its_parts_and_is_psd(icm):
         np.testing.assert_allclose(chosen.point_cov_dense(),
                                    joint[:, [2, 0]][:, :, :, :, [2, 0]], rtol=0,
                                    atol=1e-13 * scale)
+    # saved dense (it used to fail on the lazy covariance's task), loaded equal
+    loaded = gx.load(gx.save(result, tmp_path / "joint"))
+    np.testing.assert_array_equal(loaded.point_cov_dense(), result.point_cov_dense())
+    np.testing.assert_array_equal(loaded["b"].point_cov.dense(), result["b"].point_cov.dense())
 
 
 def test_joint_covariance_across_points_of_independent_outputs_is_stated_zero():
