@@ -15,7 +15,8 @@ previous gpexplain fit (GPyTorch autograd + torch L-BFGS, the path Matern/RQ/cus
 still take) runs from the same starts at the sizes of ``--old-path-sizes``.
 
 Data: rows of the bundled winequality-red (1,599 rows, 11 features); sizes above 1,599 take
-seeded rows of winequality-white (same 11 features) from ``$GPEXPLAIN_DATA_DIR/wine_quality``.
+seeded rows of winequality-white (same 11 features) from ``$GPEXPLAIN_DATA_DIR/wine_quality``,
+and above its 4,898 rows, of white and red together.
 Rows repeated exactly are fitted once (as GPRegressor does), for both libraries.
 
     .venv/bin/python benchmarks/fit_speed.py                  # n = 500, 1000, 2000, 5000
@@ -68,9 +69,13 @@ def wine(n: int) -> tuple[pd.DataFrame, pd.Series, str]:
         rows = np.sort(np.random.default_rng(SEED).choice(len(X), n, replace=False))
         return X.iloc[rows], y.iloc[rows], "bundled winequality-red"
     white = pd.read_csv(data_path("wine_quality", "winequality-white.csv"), sep=";")
+    source = "winequality-white"
+    if n > len(white):  # 4,898 rows: n = 5,000 takes rows of both files (same 11 columns)
+        red = pd.read_csv(data_path("wine_quality", "winequality-red.csv"), sep=";")
+        white, source = pd.concat([white, red], ignore_index=True), "winequality-white and red"
     rows = np.sort(np.random.default_rng(SEED).choice(len(white), n, replace=False))
     white = white.iloc[rows]
-    return white.drop(columns="quality"), white["quality"].astype(float), "winequality-white"
+    return white.drop(columns="quality"), white["quality"].astype(float), source
 
 
 def standardised_distinct(X, y):
