@@ -154,8 +154,8 @@ def _check_single_target_options(request: Request, task: str) -> None:
 
 
 def _stage(progress: Progress | PlainProgress, description: str, work):
-    """Run ``work(callback)`` as a stage of ``progress``; ``(result, seconds)``. Bad input or
-    a failed fit stop the display and exit with code 2."""
+    """Run ``work(callback)`` as a stage of ``progress``; ``(result, seconds)``. Bad input, a
+    failed fit or running out of memory stop the display and exit with code 2."""
     bar = progress.add_task(description, total=None)
     start = time.perf_counter()
     try:
@@ -163,6 +163,11 @@ def _stage(progress: Progress | PlainProgress, description: str, work):
     except (ValueError, TypeError, OSError, FitError, ClusterError) as error:
         progress.stop()
         fail(str(error))
+    except MemoryError as error:  # past the estimates (check_exact_size): one line, not a trace
+        progress.stop()
+        fail(f"out of memory at '{description}' ({str(error) or 'MemoryError'}); --model "
+             "sparse or --model random-features fit in O(n) memory, and fewer --rows explain "
+             "in less")
     progress.update(bar, completed=1, total=1)
     return result, time.perf_counter() - start
 
