@@ -302,6 +302,38 @@ def _dies_with_rows_4_and_5(block, context):
     return (block,)
 
 
+def _closes_its_worker_with_rows_4_and_5(block, context):
+    """Closes the (in-process) worker that computes the block holding row 4, and waits for
+    it to go, so that the block's result never comes back."""
+    if block[0, 0] == 8:
+        worker = distributed.get_worker()
+        worker.loop.add_callback(worker.close)
+        deadline = time.monotonic() + 10
+        while worker.status.name not in ("closing", "closed") and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return (block,)
+
+
+def test_a_worker_lost_mid_run_names_the_rows_lost_in_process():
+    """The fast form of the test below: an in-process worker that goes away with a block
+    (and the only copy of the scattered context) was ``FutureCancelledError: ... already
+    forgotten``."""
+    rows = np.arange(12.0).reshape(6, 2)
+    with (
+        distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                 dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+        pytest.raises(ClusterError) as caught,
+    ):
+        list(iter_chunks(_closes_its_worker_with_rows_4_and_5, None, rows, 2, client=client,
+                         in_flight=1))
+    message = str(caught.value)
+    for part in ("lost block 3 of 3", "rows 4 to 5 of the 6 query points",
+                 "2 block(s) before it were done", "fewer workers", "without a cluster"):
+        assert part in message, message
+    assert isinstance(caught.value.__cause__, distributed.client.FutureCancelledError)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("allowed_failures", [0, 3])
 def test_a_worker_that_dies_names_the_rows_lost(allowed_failures):
