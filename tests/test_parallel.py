@@ -269,6 +269,53 @@ def test_an_unreachable_scheduler_fails_in_seconds():
     assert isinstance(caught.value.__cause__, OSError)
 
 
+@pytest.fixture
+def not_a_scheduler():
+    """A TCP address where something else listens: ``"silent"`` accepts and never answers,
+    ``"web"`` answers as a web server does (the dashboard's port given for the scheduler's)."""
+    import threading
+
+    servers = []
+
+    def listen(answer: bytes | None) -> str:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        servers.append(server)
+
+        def serve():
+            accepted = []
+            while True:
+                try:
+                    connection, _ = server.accept()
+                except OSError:  # closed at the end of the test
+                    return
+                accepted.append(connection)
+                if answer is not None:
+                    connection.sendall(answer)
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+    yield lambda kind: listen(None if kind == "silent" else b"HTTP/1.0 400 Bad request\r\n\r\n")
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize("kind", ["silent", "web"])
+def test_an_address_that_is_not_a_scheduler_fails_within_the_timeout(not_a_scheduler, kind):
+    """distributed's Client held on for 48 s (timeout=10) to minutes, or raised MemoryError
+    for the garbled length of a web server's answer."""
+    address = not_a_scheduler(kind)
+    start = time.perf_counter()
+    with pytest.raises(ClusterError, match=f"no Dask scheduler answered at {address} within "
+                                           "1 s") as caught, dask_client(address,
+                                                                        connect_timeout=1):
+        pass
+    assert time.perf_counter() - start < 4
+    assert "8787 is its dashboard" in str(caught.value)
+
+
 @pytest.mark.parametrize("option", ["--workers", "--dask-scheduler"])
 def test_command_line_refuses_a_cluster_it_cannot_use_before_fitting(option, tmp_path,
                                                                      monkeypatch):

@@ -279,7 +279,8 @@ def dask_client(scheduler: str | None = None, workers: int | None = None,
         closed at the end of the block.
     connect_timeout : float
         Seconds to wait for the scheduler (default 10; distributed's own default is 30). A
-        TCP address whose port refuses connections fails at once.
+        TCP address whose port refuses connections fails at once; one where something other
+        than a Dask scheduler listens fails within this time.
 
     Raises
     ------
@@ -327,16 +328,20 @@ def dask_client(scheduler: str | None = None, workers: int | None = None,
 
 
 def _connect(Client, scheduler: str, timeout: float):
-    """``Client(scheduler)``, or a ClusterError within ``timeout`` seconds that names the
-    address: a TCP port that refuses connections is reported at once (distributed would retry
-    it until its timeout)."""
-    hint = ("check the address and that a scheduler runs there (dask scheduler), or run "
-            "without --dask-scheduler (serially in this process)")
+    """``Client(scheduler)``, or a ClusterError within about ``timeout`` seconds that names the
+    address. A TCP port that refuses connections is reported at once (distributed retries it
+    until its timeout), and the address is asked who it is, within ``timeout`` in all, before
+    the client connects: something else listening there (the dashboard's port 8787 given for
+    the scheduler's 8786, a web server) held ``Client`` for 48 s to minutes with
+    ``timeout=10``, and answered with a MemoryError for a garbled message length."""
+    hint = ("check the address (a scheduler listens on port 8786 by default; 8787 is its "
+            "dashboard) and that a scheduler runs there (dask scheduler), or run without "
+            "--dask-scheduler (serially in this process)")
     address = scheduler if "://" in scheduler else f"tcp://{scheduler}"
     parts = urlsplit(address)
     try:
         host, port = parts.hostname, parts.port
-    except ValueError:  # a port that is not a number
+    except ValueError:  # a port that is not a number: distributed names it
         host = port = None
     if parts.scheme == "tcp" and host and port:
         import socket
@@ -347,6 +352,8 @@ def _connect(Client, scheduler: str, timeout: float):
             raise ClusterError(
                 f"cannot reach the Dask scheduler at {scheduler} ({_reason(error)}); {hint}"
             ) from error
+        # tls:// and others need the security settings Client takes from dask's config
+        _check_is_scheduler(address, scheduler, timeout, hint)
     try:
         return Client(scheduler, timeout=timeout)
     except (OSError, TimeoutError) as error:
@@ -354,3 +361,43 @@ def _connect(Client, scheduler: str, timeout: float):
             f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
             f"({_reason(error)}); {hint}"
         ) from error
+
+
+def _check_is_scheduler(address: str, scheduler: str, timeout: float, hint: str) -> None:
+    """Ask ``address`` for its identity (distributed's ``identity`` operation), all within
+    ``timeout`` seconds, on an event loop of its own thread (so a caller's running loop, e.g.
+    Jupyter's, is left alone); ClusterError unless a Dask scheduler answers."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from distributed.comm import connect
+
+    async def identity():
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded():
+        return await asyncio.wait_for(identity(), timeout)
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="gpexplain-dask-probe")
+    try:
+        answer = pool.submit(asyncio.run, bounded()).result(timeout + 5)
+    # A garbled reply decodes as a frame of absurd length: MemoryError, not an exhausted machine.
+    except (OSError, TimeoutError, FutureTimeout, ValueError, MemoryError) as error:
+        raise ClusterError(
+            f"no Dask scheduler answered at {scheduler} within {timeout:g} s "
+            f"({_reason(error)}); {hint}"
+        ) from error
+    finally:
+        pool.shutdown(wait=False)
+    if not (isinstance(answer, dict) and answer.get("type") == "Scheduler"):
+        kind = answer.get("type") if isinstance(answer, dict) else None
+        raise ClusterError(
+            f"{scheduler} is not a Dask scheduler (it answered as {kind or repr(answer)[:80]}); "
+            f"{hint}"
+        )
