@@ -7,6 +7,9 @@ so the tests that use it are marked slow."""
 
 from __future__ import annotations
 
+import os
+import socket
+import time
 import tracemalloc
 
 import numpy as np
@@ -14,9 +17,10 @@ import pandas as pd
 import pytest
 
 import gpexplain as gx
-from gpexplain.parallel import iter_chunks
+from gpexplain.parallel import ClusterError, dask_client, iter_chunks
 
 distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +29,9 @@ def client():
         distributed.LocalCluster(
             processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None
         ) as cluster,
-        distributed.Client(cluster) as dask_client,
+        distributed.Client(cluster) as shared_client,
     ):
-        yield dask_client
+        yield shared_client
 
 
 @pytest.fixture(scope="module")
@@ -197,8 +201,6 @@ def test_command_line_explains_on_a_dask_scheduler(client, tmp_path, monkeypatch
 
 
 def test_dask_client_arguments():
-    from gpexplain.parallel import dask_client
-
     with dask_client() as nothing:
         assert nothing is None
     with pytest.raises(ValueError, match="not both"), dask_client("tcp://127.0.0.1:1", 2):
@@ -223,3 +225,181 @@ def test_covariance_across_points_on_the_cluster_equals_one_block(client, proble
     on_cluster = gx.global_importance(posterior, Q[:20], summary="mean_abs", max_joint=1,
                                       client=client)
     np.testing.assert_allclose(on_cluster.std, serial.std, rtol=1e-10)
+
+
+# -- a cluster that fails (issue 27 item 20) ------------------------------------------------
+
+
+def _nanny_fails(*args, **kwargs):
+    """What distributed raises when a worker process does not start (e.g. out of memory)."""
+    try:
+        raise RuntimeError("Nanny failed to start worker process")
+    except RuntimeError as error:
+        raise RuntimeError("Nanny failed to start.") from error
+
+
+def _refused_address() -> str:
+    """A TCP address on this machine with nothing listening."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"tcp://127.0.0.1:{port}"
+
+
+def test_a_local_cluster_that_does_not_start_says_what_to_do(monkeypatch):
+    monkeypatch.setattr(distributed, "LocalCluster", _nanny_fails)
+    with pytest.raises(ClusterError) as caught, dask_client(workers=3):
+        pass
+    message = str(caught.value)
+    for part in ("3 worker processes did not start", "Nanny failed to start worker process",
+                 "memory", "fewer workers", "without --workers"):
+        assert part in message, message
+    assert isinstance(caught.value.__cause__, RuntimeError)
+
+
+def test_an_unreachable_scheduler_fails_in_seconds():
+    address = _refused_address()
+    start = time.perf_counter()
+    with pytest.raises(ClusterError, match="cannot reach the Dask scheduler at") as caught, \
+            dask_client(address):
+        pass
+    # distributed alone retries a refused port for its 30 s connect timeout
+    assert time.perf_counter() - start < 5
+    assert address in str(caught.value) and "without --dask-scheduler" in str(caught.value)
+    assert isinstance(caught.value.__cause__, OSError)
+
+
+@pytest.fixture
+def not_a_scheduler():
+    """A TCP address where something else listens: ``"silent"`` accepts and never answers,
+    ``"web"`` answers as a web server does (the dashboard's port given for the scheduler's)."""
+    import threading
+
+    servers = []
+
+    def listen(answer: bytes | None) -> str:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        servers.append(server)
+
+        def serve():
+            accepted = []
+            while True:
+                try:
+                    connection, _ = server.accept()
+                except OSError:  # closed at the end of the test
+                    return
+                accepted.append(connection)
+                if answer is not None:
+                    connection.sendall(answer)
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+    yield lambda kind: listen(None if kind == "silent" else b"HTTP/1.0 400 Bad request\r\n\r\n")
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize("kind", ["silent", "web"])
+def test_an_address_that_is_not_a_scheduler_fails_within_the_timeout(not_a_scheduler, kind):
+    """distributed's Client held on for 48 s (timeout=10) to minutes, or raised MemoryError
+    for the garbled length of a web server's answer."""
+    address = not_a_scheduler(kind)
+    start = time.perf_counter()
+    with pytest.raises(ClusterError, match=f"no Dask scheduler answered at {address} within "
+                                           "1 s") as caught, dask_client(address,
+                                                                        connect_timeout=1):
+        pass
+    assert time.perf_counter() - start < 4
+    assert "8787 is its dashboard" in str(caught.value)
+
+
+@pytest.mark.parametrize("option", ["--workers", "--dask-scheduler"])
+def test_command_line_refuses_a_cluster_it_cannot_use_before_fitting(option, tmp_path,
+                                                                     monkeypatch):
+    """One line and exit code 2, before the fit: not a traceback (a cluster that does not
+    start), nor 30 s of retries after a fit of minutes (a scheduler that cannot be reached)."""
+    from typer.testing import CliRunner
+
+    from gpexplain import cli
+    from gpexplain.cli import stages
+
+    monkeypatch.setattr(distributed, "LocalCluster", _nanny_fails)
+    monkeypatch.setattr(stages, "fit", lambda *args: pytest.fail("fitted before the cluster"))
+    data = tmp_path / "small.csv"
+    frame = pd.DataFrame(np.random.default_rng(3).normal(size=(20, 3)), columns=list("abc"))
+    frame.assign(y=frame["a"]).to_csv(data, index=False)
+    value = "2" if option == "--workers" else _refused_address()
+    result = CliRunner().invoke(cli.app, ["explain", str(data), "--target", "y", "--out",
+                                          str(tmp_path / "out"), option, value])
+    assert result.exit_code == 2, result.output + repr(result.exception)
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert "Traceback" not in result.output
+    expected = ("2 worker processes did not start" if option == "--workers"
+                else f"cannot reach the Dask scheduler at {value}")
+    assert expected in line, line
+
+
+def _dies_with_rows_4_and_5(block, context):
+    """Kills the worker process that computes the block holding row 4 (of ``_rows``)."""
+    if block[0, 0] == 8:
+        os._exit(1)
+    return (block,)
+
+
+def _closes_its_worker_with_rows_4_and_5(block, context):
+    """Closes the (in-process) worker that computes the block holding row 4, and waits for
+    it to go, so that the block's result never comes back."""
+    if block[0, 0] == 8:
+        worker = distributed.get_worker()
+        worker.loop.add_callback(worker.close)
+        deadline = time.monotonic() + 10
+        while worker.status.name not in ("closing", "closed") and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return (block,)
+
+
+def test_a_worker_lost_mid_run_names_the_rows_lost_in_process():
+    """The fast form of the test below: an in-process worker that goes away with a block
+    (and the only copy of the scattered context) was ``FutureCancelledError: ... already
+    forgotten``."""
+    rows = np.arange(12.0).reshape(6, 2)
+    with (
+        distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                 dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+        pytest.raises(ClusterError) as caught,
+    ):
+        list(iter_chunks(_closes_its_worker_with_rows_4_and_5, None, rows, 2, client=client,
+                         in_flight=1))
+    message = str(caught.value)
+    for part in ("lost block 3 of 3", "rows 4 to 5 of the 6 query points",
+                 "2 block(s) before it were done", "fewer workers", "without a cluster"):
+        assert part in message, message
+    assert isinstance(caught.value.__cause__, distributed.client.FutureCancelledError)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allowed_failures", [0, 3])
+def test_a_worker_that_dies_names_the_rows_lost(allowed_failures):
+    """Issue 27 item 20: a worker that dies mid-run (here os._exit; in practice the memory
+    limit) was a bare ``KilledWorker`` (when distributed gives up on the task) or
+    ``FutureCancelledError: ... already forgotten`` (the default: the model's copy was lost
+    with the worker). One worker process: about 5-10 s to start."""
+    rows = np.arange(12.0).reshape(6, 2)
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}),
+        distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                 dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+        pytest.raises(ClusterError) as caught,
+    ):
+        list(iter_chunks(_dies_with_rows_4_and_5, None, rows, 2, client=client, in_flight=1))
+    message = str(caught.value)
+    for part in ("lost block 3 of 3", "rows 4 to 5 of the 6 query points",
+                 "2 block(s) before it were done", "fewer workers", "without a cluster"):
+        assert part in message, message
+    lost = (distributed.KilledWorker, distributed.client.FutureCancelledError)
+    assert isinstance(caught.value.__cause__, lost)

@@ -309,6 +309,7 @@ def _refused(path, fragment):
     assert result.exit_code == 2
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert "cannot read" in result.output
+    assert "?." not in result.output  # "is it really a table?" ends as it is
 
 
 def test_gzip_that_expands_past_the_limit_is_refused(tmp_path, monkeypatch):
@@ -322,6 +323,29 @@ def test_gzip_that_expands_past_the_limit_is_refused(tmp_path, monkeypatch):
     small = tmp_path / "small.csv.gz"
     small.write_bytes(gzip.compress(b"x,y\n" + b"1,2\n" * 100))
     assert read_table(small).shape == (100, 2)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_compression_bomb_is_refused_at_its_ratio_before_the_size_limit(tmp_path, monkeypatch,
+                                                                       suffix):
+    """A 8 MB .gz of 8 GiB took 3 s of decompression to reach the 2 GiB limit (about 1 GB/s);
+    its 1000-fold ratio is refused at the floor (256 MiB, lowered here), in 0.3 s."""
+    import bz2
+    import gzip
+    import lzma
+
+    compress = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix]
+    monkeypatch.setattr("gpexplain.datasets._tables._COMPRESSION_RATIO_FLOOR", 100_000)
+    monkeypatch.setattr("gpexplain.datasets._tables._CHUNK_BYTES", 4096)
+    path = tmp_path / f"bomb.csv{suffix}"
+    path.write_bytes(compress(b"x,y\n" + b"1,2\n" * 250_000))  # 1 MB, over 200-fold
+    _refused(path, "decompressed, it expands more than 200 fold")
+    # a table of numbers compresses a few fold and is read whatever its size
+    table = tmp_path / f"table.csv{suffix}"
+    numbers = np.random.default_rng(0).normal(size=(20_000, 2))
+    table.write_bytes(compress(pd.DataFrame(numbers, columns=["x", "y"]).to_csv(
+        index=False).encode()))
+    assert read_table(table).shape == (20_000, 2)
 
 
 @pytest.mark.parametrize("where", ["first", "middle", "last"])

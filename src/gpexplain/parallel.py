@@ -8,18 +8,26 @@ blocks of points are submitted with at most ``in_flight`` of them running or wai
 consumed, and the outputs come back in order. Memory per worker is then the context plus
 ``in_flight`` chunk working sets, whatever the number of points; memory on the client is the
 outputs it keeps (none, when a consumer streams them to disk).
+
+A cluster that fails (it will not start, its scheduler cannot be reached, a worker dies with a
+block of points or the scheduler goes away mid-run) raises ``ClusterError``, which names what
+failed (the number of workers asked; the rows whose results were lost) and what to do, with
+distributed's own exception as its ``__cause__``. Errors raised by the computation itself
+reach the caller as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from gpexplain._threads import native_threads
 
 __all__ = [
+    "ClusterError",
     "check_client",
     "concatenate_chunks",
     "dask_client",
@@ -29,6 +37,13 @@ __all__ = [
 ]
 
 _MEMORY_BUDGET_BYTES = 256 * 2**20
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+class ClusterError(RuntimeError):
+    """The Dask cluster failed: it would not start, its scheduler could not be reached, or a
+    worker (or the scheduler) was lost mid-run. The message says what failed and what to do;
+    ``__cause__`` is distributed's own exception."""
 _ARRAYS_PER_ELEMENT = 8  # float64 arrays of size n_train * n_features alive per point
 
 
@@ -111,6 +126,7 @@ def iter_chunks(
     client=None,
     in_flight: int | None = None,
     training_rows: int = 0,
+    describe: Callable[[int, int], str] | None = None,
 ) -> Iterator[tuple]:
     """``function(block, context)`` for consecutive row blocks of X, yielded in order.
 
@@ -133,6 +149,9 @@ def iter_chunks(
         Rows of the posterior the blocks are computed against: each block runs with the
         native thread count ``gpexplain._threads.thread_count`` gives for it, here and on
         the workers alike.
+    describe : callable(start, stop) -> str, optional
+        What rows ``start:stop`` of X are, for the error that names the results a lost
+        worker took with it (default: "rows <start> to <stop - 1> of the <n> query points").
 
     Yields
     ------
@@ -144,6 +163,9 @@ def iter_chunks(
         ``chunk_size`` or ``in_flight`` < 1.
     TypeError
         ``client`` is not a ``distributed.Client``.
+    ClusterError
+        The cluster lost a worker (or the scheduler) before a block's results came back, or
+        the context could not be sent to the workers: names the block's rows and how to rerun.
     Exception
         Whatever ``function`` raises on a worker, re-raised here.
     """
@@ -154,8 +176,11 @@ def iter_chunks(
         for start in starts:
             yield _run_block(function, X[start : start + chunk_size], context, training_rows)
         return
+    if describe is None:
+        def describe(start, stop):
+            return f"rows {start} to {stop - 1} of the {len(X)} query points (0-based)"
     yield from _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight,
-                               training_rows)
+                               training_rows, describe)
 
 
 def _run_block(function, block, context, training_rows):
@@ -164,15 +189,33 @@ def _run_block(function, block, context, training_rows):
         return function(block, context)
 
 
+def _cluster_failures() -> tuple[type[BaseException], ...]:
+    """distributed's exceptions for a lost worker, scheduler or connection (not the errors of
+    the computation, which reach the caller as they are)."""
+    from distributed import KilledWorker
+    from distributed.client import FutureCancelledError
+    from distributed.comm import CommClosedError
+
+    return KilledWorker, FutureCancelledError, CommClosedError
+
+
 def _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight,
-                    training_rows):
+                    training_rows, describe):
     from distributed import as_completed
 
     if in_flight is None:
         in_flight = 2 * max(1, sum(client.nthreads().values()))
     if isinstance(in_flight, bool) or not isinstance(in_flight, int | np.integer) or in_flight < 1:
         raise ValueError(f"in_flight must be a positive integer or None, got {in_flight!r}.")
-    [shared] = client.scatter([context], broadcast=True)
+    failures = _cluster_failures()
+    try:
+        [shared] = client.scatter([context], broadcast=True)
+    except (*failures, OSError, TimeoutError) as error:
+        raise ClusterError(
+            f"could not send the model to the Dask workers ({_reason(error)}); check that the "
+            "cluster is running and has memory for one copy of the model per worker, or run "
+            "without a cluster (serially in this process)"
+        ) from error
     index_of, results = {}, {}
     pending = as_completed()
     submitted = consumed = 0
@@ -190,7 +233,19 @@ def _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight,
                 pending.add(future)
                 submitted += 1
             future = next(pending)
-            results[index_of.pop(future.key)] = future.result()
+            block = index_of.pop(future.key)
+            try:
+                results[block] = future.result()
+            except failures as error:
+                start = starts[block]
+                raise ClusterError(
+                    f"the Dask cluster lost block {block + 1} of {len(starts)} "
+                    f"({describe(start, min(start + chunk_size, len(X)))}) before its results "
+                    f"came back ({_reason(error)}); {consumed} block(s) before it were done. A "
+                    "worker that dies is often out of memory: rerun with fewer workers (more "
+                    "memory each), smaller chunks (chunk_size=), or without a cluster "
+                    "(serially in this process)"
+                ) from error
             future.release()
             while consumed in results:
                 yield results.pop(consumed)
@@ -199,8 +254,20 @@ def _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight,
         client.cancel(list(pending.futures) + [shared])
 
 
+def _reason(error: BaseException) -> str:
+    """``error`` and the chain of its causes as one line: "Type: message <- Type: message"."""
+    parts, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = " ".join(str(error).split())
+        parts.append(f"{type(error).__name__}: {text}" if text else type(error).__name__)
+        error = error.__cause__ or error.__context__
+    return " <- ".join(parts).rstrip(".")
+
+
 @contextmanager
-def dask_client(scheduler: str | None = None, workers: int | None = None):
+def dask_client(scheduler: str | None = None, workers: int | None = None,
+                connect_timeout: float = CONNECT_TIMEOUT_SECONDS):
     """A ``distributed.Client`` for the duration of a ``with`` block (None when neither given).
 
     Parameters
@@ -210,6 +277,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
     workers : int, optional
         Start a ``LocalCluster`` of this many worker processes (one thread each) instead;
         closed at the end of the block.
+    connect_timeout : float
+        Seconds to wait for the scheduler (default 10; distributed's own default is 30). A
+        TCP address whose port refuses connections fails at once; one where something other
+        than a Dask scheduler listens fails within this time.
 
     Raises
     ------
@@ -217,6 +288,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
         Both given, or ``workers`` < 1.
     TypeError
         Dask is not installed (``pip install 'gpexplain[dask]'``).
+    ClusterError
+        The scheduler cannot be reached within ``connect_timeout``, or the local cluster does
+        not start (e.g. too little memory for its worker processes); the message names the
+        address or the number of workers and what to do.
     """
     if scheduler is not None and workers is not None:
         raise ValueError("give a Dask scheduler address or a number of local workers, not both.")
@@ -231,10 +306,98 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
         raise TypeError("Dask is not installed: pip install 'gpexplain[dask]'.") from error
     with ExitStack() as stack:
         if scheduler is not None:
-            client = stack.enter_context(Client(scheduler))
+            client = stack.enter_context(_connect(Client, scheduler, connect_timeout))
         else:
-            cluster = stack.enter_context(LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-            ))
-            client = stack.enter_context(Client(cluster))
+            try:
+                cluster = stack.enter_context(LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True,
+                    dashboard_address=None,
+                ))
+                client = stack.enter_context(Client(cluster))
+            except (RuntimeError, OSError, TimeoutError, MemoryError) as error:
+                # distributed raises RuntimeError("Nanny failed to start.") (or "Cluster
+                # failed to start: ...") from the worker's own failure
+                plural = "es" if workers != 1 else ""
+                raise ClusterError(
+                    f"the local Dask cluster of {workers} worker process{plural} did not start "
+                    f"({_reason(error)}); each worker process needs memory for the library and "
+                    "a copy of the model (a few hundred MB): check the free memory, ask for "
+                    "fewer workers, or run serially in this process without --workers"
+                ) from error
         yield client
+
+
+def _connect(Client, scheduler: str, timeout: float):
+    """``Client(scheduler)``, or a ClusterError within about ``timeout`` seconds that names the
+    address. A TCP port that refuses connections is reported at once (distributed retries it
+    until its timeout), and the address is asked who it is, within ``timeout`` in all, before
+    the client connects: something else listening there (the dashboard's port 8787 given for
+    the scheduler's 8786, a web server) held ``Client`` for 48 s to minutes with
+    ``timeout=10``, and answered with a MemoryError for a garbled message length."""
+    hint = ("check the address (a scheduler listens on port 8786 by default; 8787 is its "
+            "dashboard) and that a scheduler runs there (dask scheduler), or run without "
+            "--dask-scheduler (serially in this process)")
+    address = scheduler if "://" in scheduler else f"tcp://{scheduler}"
+    parts = urlsplit(address)
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number: distributed names it
+        host = port = None
+    if parts.scheme == "tcp" and host and port:
+        import socket
+
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError as error:
+            raise ClusterError(
+                f"cannot reach the Dask scheduler at {scheduler} ({_reason(error)}); {hint}"
+            ) from error
+        # tls:// and others need the security settings Client takes from dask's config
+        _check_is_scheduler(address, scheduler, timeout, hint)
+    try:
+        return Client(scheduler, timeout=timeout)
+    except (OSError, TimeoutError) as error:
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
+            f"({_reason(error)}); {hint}"
+        ) from error
+
+
+def _check_is_scheduler(address: str, scheduler: str, timeout: float, hint: str) -> None:
+    """Ask ``address`` for its identity (distributed's ``identity`` operation), all within
+    ``timeout`` seconds, on an event loop of its own thread (so a caller's running loop, e.g.
+    Jupyter's, is left alone); ClusterError unless a Dask scheduler answers."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from distributed.comm import connect
+
+    async def identity():
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded():
+        return await asyncio.wait_for(identity(), timeout)
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="gpexplain-dask-probe")
+    try:
+        answer = pool.submit(asyncio.run, bounded()).result(timeout + 5)
+    # A garbled reply decodes as a frame of absurd length: MemoryError, not an exhausted machine.
+    except (OSError, TimeoutError, FutureTimeout, ValueError, MemoryError) as error:
+        raise ClusterError(
+            f"no Dask scheduler answered at {scheduler} within {timeout:g} s "
+            f"({_reason(error)}); {hint}"
+        ) from error
+    finally:
+        pool.shutdown(wait=False)
+    if not (isinstance(answer, dict) and answer.get("type") == "Scheduler"):
+        kind = answer.get("type") if isinstance(answer, dict) else None
+        raise ClusterError(
+            f"{scheduler} is not a Dask scheduler (it answered as {kind or repr(answer)[:80]}); "
+            f"{hint}"
+        )

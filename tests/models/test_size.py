@@ -82,3 +82,55 @@ def test_hyperparameters_on_a_subsample_posterior_on_every_row():
     assert everything.hyperparameter_rows_ == 120
     np.testing.assert_array_equal(
         everything.kernel_.lengthscale, gx.GPRegressor(n_restarts=0).fit(X, y).kernel_.lengthscale)
+
+
+def test_available_memory_takes_the_address_space_and_cgroup_limits(monkeypatch, tmp_path):
+    """Under ``ulimit -v`` or a container's memory limit the check passed on the machine's
+    free memory and the fit died with a raw MemoryError (bike, 17,379 rows, ulimit -v 6 GB:
+    after 214 s); each limit now bounds the memory available."""
+    import resource
+
+    machine = _size.available_memory()
+    monkeypatch.setattr(_size, "CGROUP_MEMORY_FILES", ())
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (machine // 2, machine // 2))
+    left = _size.available_memory()
+    assert 0 < left < machine // 2  # the limit less this process's own size
+    monkeypatch.undo()
+    for version, limit, usage, stat in [
+        ("v2", "1073741824", "805306368", "anon 1\ninactive_file 268435456\n"),
+        ("v1", "1073741824", "805306368", "cache 2\ntotal_inactive_file 268435456\n"),
+    ]:
+        folder = tmp_path / version
+        folder.mkdir()
+        (folder / "limit").write_text(limit + "\n")
+        (folder / "usage").write_text(usage + "\n")
+        (folder / "memory.stat").write_text(stat)
+        key = "inactive_file" if version == "v2" else "total_inactive_file"
+        monkeypatch.setattr(_size, "CGROUP_MEMORY_FILES", (
+            (str(tmp_path / "absent" / "limit"), str(tmp_path / "absent" / "usage"), key),
+            (str(folder / "limit"), str(folder / "usage"), key),
+        ))
+        assert _size.available_memory() == min(machine, 2**29), version  # 1 GiB - 768 + 256 MiB
+        (folder / "limit").write_text("max\n")  # no limit
+        assert _size.available_memory() >= min(machine, 2**30)
+
+
+def test_cli_says_running_out_of_memory_in_one_line(tmp_path, monkeypatch):
+    """Past the estimate (another process took the memory meanwhile), a MemoryError was a
+    traceback and exit code 1."""
+    from gpexplain.cli import stages
+
+    def fit(*args):
+        raise MemoryError("Unable to allocate 2.25 GiB for an array with shape (17379, 17379)")
+
+    monkeypatch.setattr(stages, "fit", fit)
+    X, y = _data()
+    path = tmp_path / "d.csv"
+    pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": y}).to_csv(path, index=False)
+    result = CliRunner().invoke(
+        app, ["explain", str(path), "--target", "y", "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2, result.output + repr(result.exception)
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert "out of memory at 'Fitting exact GP" in line and "(17379, 17379)" in line, line
+    assert "--model sparse" in line and "Traceback" not in result.output

@@ -148,7 +148,7 @@ class Classification:
         return holdout_metrics(model, X_test, y_test)
 
     @staticmethod
-    def explain(choice, model, X_model, X, positions, baseline, encoder, executor):
+    def explain(choice, model, X_model, X, positions, baseline, encoder, client):
         """``(latent attributions, probability attributions, latent attributions of the
         model's columns)``, each ``{class label: Attribution}``; the first two over X's
         columns (a text column's indicators summed), the third over ``X_model``'s (what

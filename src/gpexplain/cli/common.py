@@ -48,7 +48,8 @@ INTERVAL_LEVEL = 0.95
 
 def fail(message: str) -> NoReturn:
     """Print ``Error: <message>`` as one line on stderr and exit with code 2."""
-    typer.echo("Error: " + " ".join(str(message).split()).rstrip(".") + ".", err=True)
+    line = " ".join(str(message).split()).rstrip(".")
+    typer.echo("Error: " + line + ("" if line.endswith(("?", "!")) else "."), err=True)
     raise typer.Exit(code=2)
 
 

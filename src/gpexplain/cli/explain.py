@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -61,6 +62,7 @@ from gpexplain.cli.tasks import MAX_CODED_CLASSES, MAX_TEXT_CLASSES, TASKS, gues
 from gpexplain.models import FitError
 from gpexplain.models._size import check_exact_size
 from gpexplain.models.families import DEFAULT_N_INDUCING
+from gpexplain.parallel import ClusterError, dask_client
 
 __all__ = ["Request", "command", "run"]
 
@@ -151,15 +153,20 @@ def _check_single_target_options(request: Request, task: str) -> None:
 
 
 def _stage(progress: Progress | PlainProgress, description: str, work):
-    """Run ``work(callback)`` as a stage of ``progress``; ``(result, seconds)``. Bad input or
-    a failed fit stop the display and exit with code 2."""
+    """Run ``work(callback)`` as a stage of ``progress``; ``(result, seconds)``. Bad input, a
+    failed fit or running out of memory stop the display and exit with code 2."""
     bar = progress.add_task(description, total=None)
     start = time.perf_counter()
     try:
         result = work(advance(progress, bar))
-    except (ValueError, TypeError, OSError, FitError) as error:  # OSError: scheduler unreachable
+    except (ValueError, TypeError, OSError, FitError, ClusterError) as error:
         progress.stop()
         fail(str(error))
+    except MemoryError as error:  # past the estimates (check_exact_size): one line, not a trace
+        progress.stop()
+        fail(f"out of memory at '{description}' ({str(error) or 'MemoryError'}); --model "
+             "sparse or --model random-features fit in O(n) memory, and fewer --rows explain "
+             "in less")
     progress.update(bar, completed=1, total=1)
     return result, time.perf_counter() - start
 
@@ -191,6 +198,24 @@ def _say_exact_cost(progress: Progress | PlainProgress, choice, data: Prepared) 
         warnings.filterwarnings("ignore", message=r"the exact GP on \d+ rows will take")
 
 
+def _open_cluster(progress: Progress | PlainProgress, stack: ExitStack, executor):
+    """The Dask client of ``--dask-scheduler`` / ``--workers`` (None without them), closed
+    with ``stack``; a cluster that cannot be reached or started exits with code 2."""
+    if executor == (None, None):
+        return None
+    scheduler, workers = executor
+    bar = progress.add_task(
+        f"Connecting to the Dask scheduler at {scheduler}" if scheduler is not None
+        else f"Starting a local Dask cluster of {workers} worker process(es)", total=None)
+    try:
+        client = stack.enter_context(dask_client(scheduler, workers))
+    except (ValueError, TypeError, ClusterError) as error:
+        progress.stop()
+        fail(str(error))
+    progress.update(bar, completed=1, total=1)
+    return client
+
+
 def fit_and_explain(request: Request, data: Prepared, stderr: Console):
     """Fit (or take the saved model), explain the rows and score the held-out split, with a
     progress display on ``stderr`` (plain lines where it is not a terminal); ``(model,
@@ -205,6 +230,7 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
     with (
         warnings.catch_warnings(record=True) as caught,
         progress_display(stderr, *columns) as progress,
+        ExitStack() as cluster,
     ):
         warnings.simplefilter("always")
         # Jitter notices while the optimiser explores: internal to fitting, not about the data.
@@ -212,6 +238,10 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
         scored = request.holdout and request.loaded is None
         if request.loaded is None:
             _say_exact_cost(progress, choice, data)
+        # The cluster before the fit: a scheduler that cannot be reached or workers that do
+        # not start are said in seconds, not after a fit of minutes.
+        client = _open_cluster(progress, cluster, request.executor)
+        if request.loaded is None:
             model, timings["fit"] = _stage(
                 progress,
                 f"Fitting {handler.fit_label(choice)} ({choice.kernel_label}, {len(data.X)} rows)",
@@ -230,8 +260,9 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
         explanation, timings["explain"] = _stage(
             progress, f"Explaining {len(data.positions)} row(s)",
             lambda callback: handler.explain(choice, model, data.X_model, data.X, data.positions,
-                                             data.baseline, data.encoder, request.executor),
+                                             data.baseline, data.encoder, client),
         )
+        cluster.close()  # the variance and held-out stages run in this process
         variance = None
         if request.variance:
             variance, timings["variance"] = _stage(

@@ -186,7 +186,7 @@ class MultiOutputRegression(Regression):
                        for j, name in enumerate(Y_test.columns)}}
 
     @staticmethod
-    def explain(choice, model, X_model, X, positions, baseline, encoder, executor):
+    def explain(choice, model, X_model, X, positions, baseline, encoder, client):
         """``(attributions of X's columns per target, the MultiOutputAttribution of the
         model's columns, output_correlations or None)``."""
         explained = X_model.iloc[positions]

@@ -24,7 +24,6 @@ from gpexplain.cli.output import (
     write_table,
 )
 from gpexplain.interactions import ShapleyInteractions
-from gpexplain.parallel import dask_client
 
 __all__ = ["Regression"]
 
@@ -86,17 +85,17 @@ class Regression:
         return {"r2": finite_or_none(model.score(X_test, y_test))}
 
     @staticmethod
-    def explain(choice, model, X_model, X, positions, baseline, encoder, executor):
-        """``(attribution of X's columns, attribution of the model's columns, extras)``."""
+    def explain(choice, model, X_model, X, positions, baseline, encoder, client):
+        """``(attribution of X's columns, attribution of the model's columns, extras)``;
+        on the Dask cluster of ``client`` (``parallel.dask_client``) when it is not None."""
         explained = X_model.iloc[positions]
-        with dask_client(*executor) as client:
-            encoded = methods.explain(choice, model, explained, baseline, client)
-            interactions = None
-            if isinstance(encoded, ShapleyInteractions):  # --method interactions
-                # attributions.csv holds the exact Shapley values (a linear map of the values)
-                interactions, encoded = encoded, encoded.shapley_values()
-            attr = encoder.group(encoded, X.iloc[positions])
-            importance = methods.importance(attr)  # while the cluster is up
+        encoded = methods.explain(choice, model, explained, baseline, client)
+        interactions = None
+        if isinstance(encoded, ShapleyInteractions):  # --method interactions
+            # attributions.csv holds the exact Shapley values (a linear map of the values)
+            interactions, encoded = encoded, encoded.shapley_values()
+        attr = encoder.group(encoded, X.iloc[positions])
+        importance = methods.importance(attr)  # while the cluster is up
         extras = methods.extras(family(choice.model), model, explained)
         if interactions is not None:
             extras["interactions"] = interactions

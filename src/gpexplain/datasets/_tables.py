@@ -12,6 +12,7 @@ import os
 import re
 import zipfile
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +36,11 @@ _CHUNK_BYTES = 1 << 20
 # expands past 8 GiB, a 2 GB single line, a million columns or an .xlsx zip bomb exhausted the
 # machine (or ran for minutes) before any message. Each is far beyond a table a GP can fit.
 MAX_DECOMPRESSED_BYTES = 2 << 30  # a compressed text file, decompressed
+# CSV text compresses 2-10 fold (the data sets in ../shared/data: 2-10); a gzip bomb near
+# deflate's limit of 1032. Past the floor, a higher ratio is refused as soon as it is seen (the
+# 2 GiB above took 3 s of decompression to reach); an uncompressed file is not limited by it.
+MAX_COMPRESSION_RATIO = 200
+_COMPRESSION_RATIO_FLOOR = 256 << 20
 MAX_LINE_BYTES = 100 << 20  # one line of a text file
 MAX_COLUMNS = 100_000
 MAX_EXCEL_BYTES = 1 << 30  # the sum of the .xlsx zip members' declared (expanded) sizes
@@ -87,21 +93,21 @@ def _scan(path: Path) -> str:
     Returns ``"utf-8-sig"`` if the whole (decompressed) file is UTF-8, else ``"latin-1"``. The
     whole file is checked, in chunks, because a Latin-1 byte can sit anywhere (one at line 41
     made pandas refuse a file whose first lines decoded as UTF-8). The same pass stops at
-    ``MAX_DECOMPRESSED_BYTES`` of a compressed file and at a line longer than
+    ``MAX_DECOMPRESSED_BYTES`` of a compressed file (or earlier, at a compression ratio a
+    table does not have: ``_check_decompressed``) and at a line longer than
     ``MAX_LINE_BYTES``, so neither is ever held in memory whole.
     """
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
-    opener = _OPENERS.get(path.suffix.lower(), open)
-    compressed = opener is not open
+    opener = _OPENERS.get(path.suffix.lower())
     utf8, total, line = True, 0, 0  # line: bytes since the last newline
-    with opener(path, "rb") as handle:
+    with (
+        open(path, "rb") as raw,  # raw.tell(): the compressed bytes read so far
+        nullcontext(raw) if opener is None else opener(raw, "rb") as handle,
+    ):
         while chunk := handle.read(_CHUNK_BYTES):
             total += len(chunk)
-            if compressed and total > MAX_DECOMPRESSED_BYTES:
-                raise ValueError(
-                    f"decompressed, it holds more than {_size(MAX_DECOMPRESSED_BYTES)}, the "
-                    "limit for a compressed file"
-                )
+            if opener is not None:
+                _check_decompressed(total, raw.tell())
             first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
             longest = line + first if first != -1 else 0  # the line ending in this chunk
             if first != last and MAX_LINE_BYTES < len(chunk):  # whole lines inside the chunk
@@ -123,6 +129,23 @@ def _scan(path: Path) -> str:
         except UnicodeDecodeError:
             utf8 = False
     return "utf-8-sig" if utf8 else "latin-1"
+
+
+def _check_decompressed(total: int, compressed: int) -> None:
+    """Refuse a compressed file once ``total`` decompressed bytes (from ``compressed`` bytes
+    read) pass ``MAX_DECOMPRESSED_BYTES``, or pass ``_COMPRESSION_RATIO_FLOOR`` at more than
+    ``MAX_COMPRESSION_RATIO`` times what was read (ValueError)."""
+    if total > MAX_DECOMPRESSED_BYTES:
+        raise ValueError(
+            f"decompressed, it holds more than {_size(MAX_DECOMPRESSED_BYTES)}, the limit for "
+            "a compressed file"
+        )
+    if total > _COMPRESSION_RATIO_FLOOR and total > MAX_COMPRESSION_RATIO * compressed:
+        raise ValueError(
+            f"decompressed, it expands more than {MAX_COMPRESSION_RATIO} fold ({_size(total)} "
+            f"from {_size(compressed)} of the file): a compression "
+            "bomb, not a table of data; if it is a real table, decompress it and give that file"
+        )
 
 
 def _detect_delimiter(sample: str, decimal: str = "auto") -> str:

@@ -29,13 +29,61 @@ _ALTERNATIVES = (
 )
 
 
+# (limit, usage, the key of the reclaimable cache in the folder's memory.stat): cgroup v2, v1
+CGROUP_MEMORY_FILES = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "inactive_file"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+     "total_inactive_file"),
+)
+
+
 def available_memory() -> int:
-    """Bytes of memory available now (psutil when installed, else the physical memory)."""
+    """Bytes of memory this process can still take: the least of the machine's available
+    memory (psutil when installed, else the physical memory), the address-space limit
+    (``ulimit -v``) less this process's size, and a cgroup's memory limit (a container or
+    job scheduler) less its usage. Without the last two, a fit under ``ulimit -v`` or in a
+    container passed the check and died with a raw MemoryError."""
     try:
         import psutil
     except ImportError:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return int(psutil.virtual_memory().available)
+        machine = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    else:
+        machine = int(psutil.virtual_memory().available)
+    return max(0, min([machine, *_address_space_left(), *_cgroup_memory_left()]))
+
+
+def _address_space_left() -> list[int]:
+    """``[RLIMIT_AS - this process's virtual size]`` under an address-space limit, else []."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return []
+        with open("/proc/self/statm") as statm:  # sizes in pages; the first is the total
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):  # not Linux: no limit is known
+        return []
+    return [limit - size]
+
+
+def _cgroup_memory_left() -> list[int]:
+    """``[limit - usage]`` of this process's memory cgroup (v2, else v1; the usage less its
+    inactive file cache, which the kernel reclaims), or [] when it has no limit."""
+    for limit_file, usage_file, cache_key in CGROUP_MEMORY_FILES:
+        try:
+            with open(limit_file) as handle:
+                text = handle.read().strip()
+            if text == "max" or int(text) >= 1 << 60:  # no limit ("max"; v1: a huge number)
+                return []
+            with open(usage_file) as handle:
+                usage = int(handle.read())
+            with open(os.path.join(os.path.dirname(limit_file), "memory.stat")) as handle:
+                stat = dict(line.split() for line in handle if len(line.split()) == 2)
+        except (OSError, ValueError):
+            continue
+        return [int(text) - usage + int(stat.get(cache_key, 0))]
+    return []
 
 
 def exact_fit_estimate(n_rows: int, n_starts: int = DEFAULT_STARTS) -> tuple[int, float]:
