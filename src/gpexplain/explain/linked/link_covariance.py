@@ -59,6 +59,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpexplain.accuracy import CompletenessWarning
+from gpexplain.explain.linked.path_pairs import (
+    PANEL_NODES,
+    SHORT_STEP,
+    pair_rule_covariance,
+    pair_rule_seconds,
+    path_step_scale,
+)
 from gpexplain.functionals.integrated_gradient import MAX_QUADRATURE_SECONDS
 from gpexplain.functionals.quadrature import quadrature_rule, weighted_pair_hessian
 from gpexplain.kernels.rbf import RBF
@@ -255,8 +262,10 @@ def integrated_gradient_covariance(link, terms, X, baseline):
         Symmetric; the same for the negative class (``1 - sigma`` flips the sign of IG only).
     difference_variance : ndarray (n_points,)
         ``Var(sigma(f(x)) - sigma(f(xt)))``, what ``cov.sum((1, 2))`` completes to.
-    n_nodes : int
-        The largest path node count used.
+    description : str
+        The rules used: the largest tensor rule ("up to G^2 node pairs") and, where a
+        feature's lengthscale is short against its step (``path_pairs.SHORT_STEP``), the
+        panelled pair rule's largest node count per panel.
 
     Warns
     -----
@@ -266,21 +275,32 @@ def integrated_gradient_covariance(link, terms, X, baseline):
     n_points, n_features = X.shape
     cov = np.zeros((n_points, n_features, n_features))
     target = np.zeros(n_points)
-    used = 0
+    used = panelled = 0
     rule_seconds, variance = _rule_seconds(link, terms, X, baseline)
     stopped = {}  # point -> estimated seconds of the rule it did not run
     for p, x in enumerate(X):
         if np.all(x == baseline):
             continue  # every path node coincides: IG is exactly 0, so is its covariance
         target[p] = _difference_variance(link, terms, x, baseline)
+        scale = path_step_scale(terms, x, baseline)
+        # A feature's lengthscale short against its step: the panelled pair rule
+        # (gpexplain.explain.linked.path_pairs), refined by the same identity.
+        paired = scale is not None and scale < SHORT_STEP
+        rules = (zip(PANEL_NODES, pair_rule_seconds(link, terms, x, baseline, scale,
+                                                    variance[p]), strict=True)
+                 if paired else zip(PATH_NODES, rule_seconds[p], strict=True))
         spent = 0.0
-        for n_nodes, seconds in zip(PATH_NODES, rule_seconds[p], strict=True):
+        for n_nodes, seconds in rules:
             if spent and spent + seconds > MAX_QUADRATURE_SECONDS:
                 stopped[p] = seconds  # the previous rule's result stands
                 break
             spent += seconds
-            cov[p] = _covariance_on_rule(link, terms, x, baseline, n_nodes)
-            used = max(used, n_nodes)
+            cov[p] = (pair_rule_covariance(link, terms, x, baseline, scale, n_nodes) if paired
+                      else _covariance_on_rule(link, terms, x, baseline, n_nodes))
+            if paired:
+                panelled = max(panelled, n_nodes)
+            else:
+                used = max(used, n_nodes)
             if abs(cov[p].sum() - target[p]) <= PATH_RTOL * target[p] + _PATH_ATOL:
                 break
     if stopped:
@@ -295,4 +315,8 @@ def integrated_gradient_covariance(link, terms, X, baseline):
             "gap follows; return_cov=False or output='latent' avoid it.",
             CompletenessWarning, stacklevel=2,
         )
-    return cov, target, used
+    description = f"up to {used}^2 node pairs" if used or not panelled else ""
+    if panelled:
+        description += (f"{'; ' if used else ''}panelled node pairs (a feature's lengthscale short "
+                        f"against its step), up to {panelled} nodes per panel")
+    return cov, target, description
