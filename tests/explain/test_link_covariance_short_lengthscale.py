@@ -78,3 +78,18 @@ def test_covariance_matches_monte_carlo_on_a_fine_path_rule(data):
     assert "panelled node pairs" in result.method
     samples = _samples(data, 0.01, 30_000, seed=1)
     assert_moments_match(samples, result.mean[0], result.cov[0], Z_SCORE)
+
+
+def test_a_panelled_rule_past_the_time_limit_is_warned(data, monkeypatch):
+    """Where even the first panelled rule is priced past the limit (the logit's bivariate
+    expectations at wide latent variances: 7 ms a pair at variance 20), the tensor rule runs
+    and the warning names the short step and the estimate."""
+    from gpexplain.explain.linked import link_covariance
+
+    monkeypatch.setattr(link_covariance, "MAX_QUADRATURE_SECONDS", 1e-6)
+    kernel = gx.kernels.RBF(np.array([0.005, 1.0]), VARIANCE)
+    posterior = gx.ExactPosterior(*data, kernel, NOISE)
+    with pytest.warns(gx.CompletenessWarning, match="short against its step"):
+        result = gx.integrated_gradients(posterior, POINT[None], baseline=BASELINE,
+                                         link="logit")
+    assert "panelled" not in result.method

@@ -33,6 +33,15 @@ then reports any remaining gap through ``gpexplain.accuracy.warn_if_incomplete``
 a kink at zero distance (Matern 3/2, 5/2) make the double path integral converge only
 algebraically: the warning then states the measured gap.
 
+An RBF feature whose lengthscale is short against its step along the path
+(``l_i / |x_i - xt_i| < 1/16``: a one-hot indicator with a fitted lengthscale of 0.0036)
+makes the latent decorrelate over that fraction of the path, a ridge along s = t that no
+tensor rule coarser than it resolves (Guerry: a variance completeness gap of 407 at 64^2
+pairs). Such points use the panelled pair rule of ``gpexplain.explain.linked.path_pairs``
+instead (8 then 16 nodes per panel, the same identity as the check, priced the same way); a
+point where even its first rule is priced past ``MAX_QUADRATURE_SECONDS`` keeps the tensor
+rule, and a ``CompletenessWarning`` names the short step and the estimate.
+
 The latent may be a linear combination ``sum_i c_i f_i`` of independent latent posteriors
 (``LatentTerm``): its joint moments along the path are ``sum_i c_i`` (means) and
 ``sum_i c_i^2`` (covariances) of each term's. A 2-class softmax is the logistic of
@@ -278,6 +287,7 @@ def integrated_gradient_covariance(link, terms, X, baseline):
     used = panelled = 0
     rule_seconds, variance = _rule_seconds(link, terms, X, baseline)
     stopped = {}  # point -> estimated seconds of the rule it did not run
+    unresolved = {}  # point -> (scaled step, estimated seconds of the first panelled rule)
     for p, x in enumerate(X):
         if np.all(x == baseline):
             continue  # every path node coincides: IG is exactly 0, so is its covariance
@@ -286,9 +296,15 @@ def integrated_gradient_covariance(link, terms, X, baseline):
         # A feature's lengthscale short against its step: the panelled pair rule
         # (gpexplain.explain.linked.path_pairs), refined by the same identity.
         paired = scale is not None and scale < SHORT_STEP
-        rules = (zip(PANEL_NODES, pair_rule_seconds(link, terms, x, baseline, scale,
-                                                    variance[p]), strict=True)
-                 if paired else zip(PATH_NODES, rule_seconds[p], strict=True))
+        if paired:
+            panel_seconds = pair_rule_seconds(link, terms, x, baseline, scale, variance[p])
+            if panel_seconds[0] > MAX_QUADRATURE_SECONDS:
+                # Not affordable even once: the tensor rule runs, and the warning says why
+                # its result misses completeness.
+                unresolved[p] = (scale, panel_seconds[0])
+                paired = False
+        rules = (zip(PANEL_NODES, panel_seconds, strict=True) if paired
+                 else zip(PATH_NODES, rule_seconds[p], strict=True))
         spent = 0.0
         for n_nodes, seconds in rules:
             if spent and spent + seconds > MAX_QUADRATURE_SECONDS:
@@ -313,6 +329,20 @@ def integrated_gradient_covariance(link, terms, X, baseline):
             f"limit, as the latent variance reaches {variance[points].max():.3g} along the path "
             f"(the {link.name} expectations' grid grows with it). The measured completeness "
             "gap follows; return_cov=False or output='latent' avoid it.",
+            CompletenessWarning, stacklevel=2,
+        )
+    if unresolved:
+        points = list(unresolved)
+        scales, seconds = zip(*unresolved.values(), strict=True)
+        warnings.warn(
+            f"at {len(points)} point(s) (rows {points[:5]}{'...' if len(points) > 5 else ''}) "
+            f"a feature's lengthscale is short against its step along the path (down to "
+            f"{min(scales):.3g} of the path): the latent decorrelates over that scale, which "
+            f"the tensor path rule cannot resolve, and the panelled rule that does was "
+            f"estimated at {min(seconds):.3g} s or more, past the {MAX_QUADRATURE_SECONDS:g} s "
+            f"per point limit (the {link.name} expectations at latent variance up to "
+            f"{variance[points].max():.3g}). The covariance there is unreliable (the measured "
+            "completeness gap follows); return_cov=False or output='latent' avoid it.",
             CompletenessWarning, stacklevel=2,
         )
     description = f"up to {used}^2 node pairs" if used or not panelled else ""
