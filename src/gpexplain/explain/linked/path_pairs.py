@@ -45,7 +45,6 @@ import numpy as np
 from gpexplain.functionals.quadrature import quadrature_rule
 from gpexplain.kernels.rbf import RBF
 from gpexplain.links import PAIR_ORDERS
-from gpexplain.links.base import gauss_hermite_expectations
 
 __all__ = ["MAX_PANEL", "PANEL_NODES", "SHORT_STEP", "path_step_scale", "pair_rule_covariance",
            "pair_rule_seconds"]
@@ -59,6 +58,8 @@ PANEL_NODES = (8, 16)
 MAX_PANEL = 1.0 / 8.0
 # Latent pairs correlated less than this (relative) are taken as independent.
 _INDEPENDENT = 1e-13
+# Relative rounding under which link expectations' arguments count as equal.
+_QUANTUM = 1e-14
 # float64 values per block of (outer, inner, feature, basis) arrays (32 MiB).
 _BLOCK_VALUES = 2**22
 
@@ -124,11 +125,29 @@ def _panel_rule(edges, n_nodes):
 
 
 def _univariate(link, mean, var):
-    """``E[sigma^(r)(f)]`` for r = 0 .. 3, (4, ...)."""
+    """``E[sigma^(r)(f)]`` for r = 0 .. 3, (4, ...), by the link's own univariate rule
+    (Gauss-Hermite, or the logit's latent trapezoid at wide variances), once per distinct
+    (mean, variance) (``_distinct``)."""
     def function(f):
         return np.stack(link.derivatives(f, 3))
-    return gauss_hermite_expectations(function, mean, np.maximum(var, 0.0),
-                                      what=f"{link.name} derivative")
+    mean, var = np.asarray(mean, float), np.maximum(var, 0.0)
+    first, inverse = _distinct(mean.ravel(), var.ravel())
+    unique = link._expect(function, mean.ravel()[first], var.ravel()[first],
+                          f"{link.name} derivative", response_row=True)
+    return unique[:, inverse].reshape(-1, *mean.shape)
+
+
+def _distinct(*columns):
+    """Indices of the first of each distinct row of ``columns`` and the inverse map, rows
+    compared after rounding to ``_QUANTUM`` of each column's largest magnitude. Nodes in the
+    region where the posterior is the prior (the kernel values to every basis point
+    underflow) share the prior's mean and variance, and pairs there at the same separation
+    share their covariance up to round-off: their expectations are computed once (a change
+    of 1e-14 of the scale in an argument changes them by about as much)."""
+    keys = np.stack([np.round(c / (_QUANTUM * max(np.max(np.abs(c), initial=0.0), 1e-300)))
+                     for c in columns], axis=1)
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
 
 
 def rule_positions(terms, x, baseline, scale, n_nodes):
@@ -266,7 +285,9 @@ def _pair_expectations(link, mean_a, var_a, first_a, mean_b, var_b, cov_ab):
     correlated = np.abs(cov_ab) > _INDEPENDENT * np.sqrt(var_a[:, None] * var_b)
     if np.any(correlated):
         rows = np.nonzero(correlated)[0]
-        out[:, correlated] = link.pair_expectations(
-            mean_a[rows], mean_b[correlated], var_a[rows], var_b[correlated],
-            cov_ab[correlated], PAIR_ORDERS)
+        arguments = (mean_a[rows], mean_b[correlated], var_a[rows], var_b[correlated],
+                     cov_ab[correlated])
+        first, inverse = _distinct(*arguments)
+        unique = link.pair_expectations(*(a[first] for a in arguments), PAIR_ORDERS)
+        out[:, correlated] = unique[:, inverse]
     return out
