@@ -60,6 +60,9 @@ MAX_PANEL = 1.0 / 8.0
 _INDEPENDENT = 1e-13
 # Relative rounding under which link expectations' arguments count as equal.
 _QUANTUM = 1e-14
+# Cuts within this many scales of the previous one are merged into it: they lie where the
+# panels graded towards it are at most 2 scales wide.
+_MERGE = 4.0
 # float64 values per block of (outer, inner, feature, basis) arrays (32 MiB).
 _BLOCK_VALUES = 2**22
 
@@ -81,8 +84,8 @@ def path_step_scale(terms, x, baseline) -> float | None:
 
 def _cuts(terms, x, baseline, scale):
     """Positions on [0, 1] where the path passes a basis point in a feature whose scaled step
-    is short (clipped to the path), with the path's ends; cuts closer than ``scale`` to the
-    previous one are merged into it."""
+    is short (clipped to the path), with the path's ends; cuts closer than
+    ``_MERGE * scale`` to the previous one kept are merged into it."""
     delta = x - baseline
     cuts = [0.0, 1.0]
     for term in terms:
@@ -93,7 +96,7 @@ def _cuts(terms, x, baseline, scale):
             cuts.extend(np.clip(positions, 0.0, 1.0).tolist())
     merged = []
     for cut in np.sort(cuts):
-        if not merged or cut - merged[-1] > scale:
+        if not merged or cut - merged[-1] > _MERGE * scale:
             merged.append(float(cut))
     return np.array(merged)
 
