@@ -187,8 +187,11 @@ def _inner_rules(cuts, outer, scale, n_nodes):
 
 def _term_nodes(term, x, baseline, positions, representer):
     """One term's moments at path positions (any shape P): mean P, gradient mean (P, d),
-    ``Var f`` P, ``Cov(d_k f, f)`` (P, d), the prior-scaled path (P, d), and the kernel
-    values (P, n) and gradient cross terms (P, d, n) with ``representer`` (n, n) applied."""
+    ``Var f`` P, ``Cov(d_k f, f)`` (P, d), the path points (P, d), and the kernel values
+    (P, n) and gradient cross terms (P, d, n), also with ``representer`` Q (n, n) applied.
+    Q is formed once per point (``quadratic_form`` of the identity) so that every pair's
+    representer part is a product; variances are ``k(x, x) - v Q v``, which loses digits
+    only where the posterior variance is below about 1e-16 of the prior's."""
     shape, d = positions.shape, len(x)
     path = baseline + positions.reshape(-1, 1) * (x - baseline)
     values = term.scheme.kernel_matrix(path)
