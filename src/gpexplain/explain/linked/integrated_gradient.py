@@ -78,8 +78,7 @@ def integrated_gradients_of_probability(context: LinkedContext, X: np.ndarray,
                  for coefficient, i in reduction.terms]
         cov, difference_variance, cov_nodes = integrated_gradient_covariance(
             reduction.link, terms, X, functional.baselines[0])
-        method += (f"; covariance by second-order Stein{reduction.description}, up to "
-                   f"{cov_nodes}^2 node pairs")
+        method += f"; covariance by second-order Stein{reduction.description}, {cov_nodes}"
     if sampled_cov:
         cov, difference_variance, cov_nodes, cov_error = softmax_integrated_gradient_covariance(
             link, linked.posteriors, context.schemes, linked.target_class, X,

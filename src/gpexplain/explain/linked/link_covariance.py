@@ -33,6 +33,15 @@ then reports any remaining gap through ``gpexplain.accuracy.warn_if_incomplete``
 a kink at zero distance (Matern 3/2, 5/2) make the double path integral converge only
 algebraically: the warning then states the measured gap.
 
+An RBF feature whose lengthscale is short against its step along the path
+(``l_i / |x_i - xt_i| < 1/16``: a one-hot indicator with a fitted lengthscale of 0.0036)
+makes the latent decorrelate over that fraction of the path, a ridge along s = t that no
+tensor rule coarser than it resolves (Guerry: a variance completeness gap of 407 at 64^2
+pairs). Such points use the panelled pair rule of ``gpexplain.explain.linked.path_pairs``
+instead (8 then 16 nodes per panel, the same identity as the check, priced the same way); a
+point where even its first rule is priced past ``MAX_QUADRATURE_SECONDS`` keeps the tensor
+rule, and a ``CompletenessWarning`` names the short step and the estimate.
+
 The latent may be a linear combination ``sum_i c_i f_i`` of independent latent posteriors
 (``LatentTerm``): its joint moments along the path are ``sum_i c_i`` (means) and
 ``sum_i c_i^2`` (covariances) of each term's. A 2-class softmax is the logistic of
@@ -59,6 +68,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpexplain.accuracy import CompletenessWarning
+from gpexplain.explain.linked.path_pairs import (
+    PANEL_NODES,
+    SHORT_STEP,
+    pair_rule_covariance,
+    pair_rule_seconds,
+    path_step_scale,
+)
 from gpexplain.functionals.integrated_gradient import MAX_QUADRATURE_SECONDS
 from gpexplain.functionals.quadrature import quadrature_rule, weighted_pair_hessian
 from gpexplain.kernels.rbf import RBF
@@ -255,8 +271,10 @@ def integrated_gradient_covariance(link, terms, X, baseline):
         Symmetric; the same for the negative class (``1 - sigma`` flips the sign of IG only).
     difference_variance : ndarray (n_points,)
         ``Var(sigma(f(x)) - sigma(f(xt)))``, what ``cov.sum((1, 2))`` completes to.
-    n_nodes : int
-        The largest path node count used.
+    description : str
+        The rules used: the largest tensor rule ("up to G^2 node pairs") and, where a
+        feature's lengthscale is short against its step (``path_pairs.SHORT_STEP``), the
+        panelled pair rule's largest node count per panel.
 
     Warns
     -----
@@ -266,21 +284,39 @@ def integrated_gradient_covariance(link, terms, X, baseline):
     n_points, n_features = X.shape
     cov = np.zeros((n_points, n_features, n_features))
     target = np.zeros(n_points)
-    used = 0
+    used = panelled = 0
     rule_seconds, variance = _rule_seconds(link, terms, X, baseline)
     stopped = {}  # point -> estimated seconds of the rule it did not run
+    unresolved = {}  # point -> (scaled step, estimated seconds of the first panelled rule)
     for p, x in enumerate(X):
         if np.all(x == baseline):
             continue  # every path node coincides: IG is exactly 0, so is its covariance
         target[p] = _difference_variance(link, terms, x, baseline)
+        scale = path_step_scale(terms, x, baseline)
+        # A feature's lengthscale short against its step: the panelled pair rule
+        # (gpexplain.explain.linked.path_pairs), refined by the same identity.
+        paired = scale is not None and scale < SHORT_STEP
+        if paired:
+            panel_seconds = pair_rule_seconds(link, terms, x, baseline, scale, variance[p])
+            if panel_seconds[0] > MAX_QUADRATURE_SECONDS:
+                # Not affordable even once: the tensor rule runs, and the warning says why
+                # its result misses completeness.
+                unresolved[p] = (scale, panel_seconds[0])
+                paired = False
+        rules = (zip(PANEL_NODES, panel_seconds, strict=True) if paired
+                 else zip(PATH_NODES, rule_seconds[p], strict=True))
         spent = 0.0
-        for n_nodes, seconds in zip(PATH_NODES, rule_seconds[p], strict=True):
+        for n_nodes, seconds in rules:
             if spent and spent + seconds > MAX_QUADRATURE_SECONDS:
                 stopped[p] = seconds  # the previous rule's result stands
                 break
             spent += seconds
-            cov[p] = _covariance_on_rule(link, terms, x, baseline, n_nodes)
-            used = max(used, n_nodes)
+            cov[p] = (pair_rule_covariance(link, terms, x, baseline, scale, n_nodes) if paired
+                      else _covariance_on_rule(link, terms, x, baseline, n_nodes))
+            if paired:
+                panelled = max(panelled, n_nodes)
+            else:
+                used = max(used, n_nodes)
             if abs(cov[p].sum() - target[p]) <= PATH_RTOL * target[p] + _PATH_ATOL:
                 break
     if stopped:
@@ -295,4 +331,22 @@ def integrated_gradient_covariance(link, terms, X, baseline):
             "gap follows; return_cov=False or output='latent' avoid it.",
             CompletenessWarning, stacklevel=2,
         )
-    return cov, target, used
+    if unresolved:
+        points = list(unresolved)
+        scales, seconds = zip(*unresolved.values(), strict=True)
+        warnings.warn(
+            f"at {len(points)} point(s) (rows {points[:5]}{'...' if len(points) > 5 else ''}) "
+            f"a feature's lengthscale is short against its step along the path (down to "
+            f"{min(scales):.3g} of the path): the latent decorrelates over that scale, which "
+            f"the tensor path rule cannot resolve, and the panelled rule that does was "
+            f"estimated at {min(seconds):.3g} s or more, past the {MAX_QUADRATURE_SECONDS:g} s "
+            f"per point limit (the {link.name} expectations at latent variance up to "
+            f"{variance[points].max():.3g}). The covariance there is unreliable (the measured "
+            "completeness gap follows); return_cov=False or output='latent' avoid it.",
+            CompletenessWarning, stacklevel=2,
+        )
+    description = f"up to {used}^2 node pairs" if used or not panelled else ""
+    if panelled:
+        description += (f"{'; ' if used else ''}panelled node pairs (a feature's lengthscale short "
+                        f"against its step), up to {panelled} nodes per panel")
+    return cov, target, description
