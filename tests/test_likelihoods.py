@@ -58,3 +58,33 @@ def test_bad_arguments_are_named():
         likelihoods.Gaussian(noise=-1.0)
     with pytest.raises(ValueError, match="no likelihood takes"):
         likelihoods.likelihood_for_link("identity")
+
+
+@pytest.mark.parametrize("n_classes", [3, 6])
+def test_softmax_expected_log_likelihood_and_gradient_equal_autograd_of_the_rule(n_classes):
+    """The categorical ELBO term's closed-form gradient (a fused pass over the rule's points,
+    in blocks of rows) equals autograd through ``logsumexp`` of the same points, over more
+    rows than one block."""
+    import torch
+
+    from gpexplain.likelihoods.categorical import _PARTITION_ROWS, softmax_rule
+
+    rng = np.random.default_rng(4)
+    n = _PARTITION_ROWS + 37
+    mean = torch.tensor(3 * rng.normal(size=(n_classes, n)), requires_grad=True)
+    var = torch.tensor(rng.uniform(0.01, 4.0, size=(n_classes, n)), requires_grad=True)
+    target = torch.as_tensor(rng.integers(n_classes, size=n))
+    value = likelihoods.Categorical().expected_log_likelihood(mean, var, target)
+    gradient = torch.autograd.grad(value, (mean, var))
+    points, weights = (torch.as_tensor(a) for a in softmax_rule(n_classes))
+    f = mean.T[None] + torch.sqrt(var).T[None] * points[:, None, :]
+    reference = (mean.T.gather(1, target[:, None]).squeeze(1)
+                 - weights @ torch.logsumexp(f, dim=-1)).sum()
+    expected = torch.autograd.grad(reference, (mean, var))
+    np.testing.assert_allclose(value.item(), reference.item(), rtol=1e-13)
+    for ours, theirs in zip(gradient, expected, strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-11, atol=1e-14)
+    assert torch.autograd.gradcheck(
+        lambda m, v: likelihoods.Categorical().expected_log_likelihood(m, v, target[:2]),
+        (mean[:, :2].detach().clone().requires_grad_(), var[:, :2].detach().clone()
+         .requires_grad_()))

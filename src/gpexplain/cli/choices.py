@@ -103,7 +103,7 @@ class Choice:
 
     def settings(self, n_rows: int) -> Settings:
         """The family-independent estimator settings, for ``n_rows`` training rows."""
-        return Settings(self.kernel, self.seed, n_rows, self.n_inducing)
+        return Settings(self.kernel, self.seed, n_rows, self.n_inducing, self.n_inducing_given)
 
 
 def _one_of(value: str, allowed, option: str) -> str:

@@ -398,7 +398,8 @@ def command(
     method: MethodOption = METHOD_CHOICES[0],
     n_inducing: Annotated[
         int | None,
-        typer.Option(help=f"Inducing points of --model sparse (default {DEFAULT_N_INDUCING})."),
+        typer.Option(help=f"Inducing points of --model sparse (default {DEFAULT_N_INDUCING}) "
+                     "and of the classifier (default: chosen from the rows and classes)."),
     ] = None,
     out: options.OutOption = Path("gpexplain-out"),
     force: options.ForceOption = False,

@@ -73,7 +73,9 @@ def save_model(model, encoder: CategoricalEncoder, choice: Choice, target: str |
         model.save(directory)
     record = {
         "model": choice.model, "kernel": choice.kernel, "method": choice.method,
-        "seed": choice.seed, "n_inducing": choice.n_inducing, "target": target,
+        # None: the family's own default (the classifier's is chosen from the rows).
+        "seed": choice.seed, "n_inducing": choice.n_inducing if choice.n_inducing_given else None,
+        "target": target,
         "missing": missing.strip().lower(), "multi_output": choice.multi_output,
         "rank": choice.rank,
     }

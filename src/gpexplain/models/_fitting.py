@@ -20,6 +20,7 @@ from gpexplain._torch import as_tensor
 
 __all__ = [
     "log_uniform",
+    "CONVERGENCE_WINDOW",
     "DEFAULT_NOISE",
     "LENGTHSCALE_LOWER_BOUND",
     "NOISE_LOWER_BOUND",
@@ -37,6 +38,10 @@ DEFAULT_NOISE = 0.1  # the first start's noise variance when none is given
 # Lengthscales below 1e-4 standard deviations only fit noise and make duplicated rows
 # numerically singular; bounding them keeps L-BFGS out of that degenerate corner.
 LENGTHSCALE_LOWER_BOUND = 1e-4
+# Evaluations over which a tolerance on the loss's improvement is judged
+# (minimise_keeping_best): L-BFGS has stretches of small steps before larger ones, so one
+# evaluation's change is not a stop criterion.
+CONVERGENCE_WINDOW = 10
 
 
 class FitError(RuntimeError):
@@ -141,33 +146,52 @@ def maximise_exact_marginal_likelihood(
     return model, likelihood, stopped_early
 
 
-def minimise_keeping_best(module, loss, max_iter, callback, start_index, n_starts):
+class _Converged(Exception):
+    """The loss stopped improving by the caller's tolerance (not an error: not a
+    ``RuntimeError``, so ``minimise_keeping_best`` tells it from a failed evaluation)."""
+
+
+def minimise_keeping_best(module, loss, max_iter, callback, start_index, n_starts,
+                          tolerance=None, window=CONVERGENCE_WINDOW):
     """``run_lbfgs`` over ``module``'s trainable parameters, keeping the best point on failure.
 
     ``callback(step, total)`` reports progress over ``n_starts * max_iter`` steps, this being
-    start ``start_index``.
+    start ``start_index``. With ``tolerance`` (in units of the loss), the optimiser also stops
+    once the best loss found has improved by less than ``tolerance`` over the last ``window``
+    evaluations, and ``module`` holds the best point evaluated (a deterministic rule: the
+    same losses give the same stop).
 
     Returns
     -------
     stopped_early : bool, or None when the optimiser failed before any evaluation.
         True: the optimiser raised (e.g. a matrix not positive definite in a line search)
-        and ``module`` holds the best point it had evaluated.
+        and ``module`` holds the best point it had evaluated. A stop by ``tolerance`` is not
+        early: False.
     """
     evaluations = [0]
     best = {"loss": np.inf}
+    history = []  # the best loss after each evaluation
 
     def on_evaluation(value):
         evaluations[0] += 1
         if float(value.detach()) < best["loss"]:  # the point the loss was evaluated at
             best["loss"] = float(value.detach())
             best["state"] = copy.deepcopy(module.state_dict())
+        history.append(best["loss"])
         if callback is not None:
             step = start_index * max_iter + min(evaluations[0], max_iter)
             callback(step, n_starts * max_iter)
+        if (tolerance is not None and len(history) > window
+                and history[-1 - window] - history[-1] < tolerance):
+            raise _Converged
 
     parameters = [parameter for parameter in module.parameters() if parameter.requires_grad]
     try:
         run_lbfgs(parameters, loss, max_iter, on_evaluation)
+    except _Converged:
+        module.load_state_dict(best["state"])
+        if callback is not None:  # the start is done: its share of the progress is complete
+            callback((start_index + 1) * max_iter, n_starts * max_iter)
     except (RuntimeError, ValueError):  # e.g. NotPSDError in a line search
         if "state" not in best:
             return None

@@ -146,14 +146,21 @@ class Variance:
 
 @dataclass(frozen=True)
 class PositiveNumber:
-    """A positive finite real number."""
+    """A positive finite real number (or None when ``allow_none``)."""
+
+    allow_none: bool = False
 
     def check(self, name: str, value) -> None:
+        if value is None and self.allow_none:
+            return
         if not (
             isinstance(value, Real) and not isinstance(value, bool)
             and math.isfinite(value) and value > 0
         ):
-            raise InvalidParameterError(f"{name} must be a positive number, got {value!r}.")
+            raise InvalidParameterError(
+                f"{name} must be a positive number{' or None' if self.allow_none else ''}, "
+                f"got {value!r}."
+            )
 
     def invalid_values(self) -> tuple:
         """Values this constraint refuses (for contract tests).
@@ -161,9 +168,11 @@ class PositiveNumber:
         Returns
         -------
         tuple
-            Zero, negative, infinite and NaN numbers, a number as text, a bool and None.
+            Zero, negative, infinite and NaN numbers, a number as text and a bool, plus None
+            when None is not allowed.
         """
-        return (0.0, -1.0, math.inf, math.nan, "1", True, None)
+        values = (0.0, -1.0, math.inf, math.nan, "1", True)
+        return values if self.allow_none else (*values, None)
 
 
 @dataclass(frozen=True)

@@ -57,12 +57,16 @@ class Settings:
         Rows the estimator will be fitted on (caps the inducing points).
     n_inducing : int
         Inducing points of the sparse variational families.
+    n_inducing_given : bool
+        Whether the user chose ``n_inducing`` (``--n-inducing``); if not, the classifier
+        chooses its own from the rows and classes (``GPClassifier(n_inducing=None)``).
     """
 
     kernel: str
     seed: int
     n_rows: int
     n_inducing: int = DEFAULT_N_INDUCING
+    n_inducing_given: bool = False
 
 
 @dataclass
@@ -217,6 +221,14 @@ def _sparse_parameters(settings: Settings) -> dict:
             "random_state": settings.seed}
 
 
+def _classifier_parameters(settings: Settings) -> dict:
+    # The classifier's own choice of inducing points (from the rows and classes) unless
+    # --n-inducing gives one: 256 made the command line's classifier 2-3x slower than the
+    # library's default at no gain in accuracy (benchmarks/classifier_fit_speed.py).
+    n_inducing = min(settings.n_inducing, settings.n_rows) if settings.n_inducing_given else None
+    return {"n_inducing": n_inducing, "kernel": settings.kernel, "random_state": settings.seed}
+
+
 def _seed_only(settings: Settings) -> dict:
     return {"random_state": settings.seed}
 
@@ -256,6 +268,6 @@ FAMILIES.register("gpx", ModelFamily(
 ))
 FAMILIES.register("classifier", ModelFamily(
     GPClassifier, "classification", KERNEL_NAMES, ("integrated-gradients", "shapley"),
-    _sparse_parameters, _classifier_report, options=("n_inducing",),
+    _classifier_parameters, _classifier_report, options=("n_inducing",),
     cli_names=("exact", "sparse"),
 ))
