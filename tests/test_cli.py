@@ -452,6 +452,13 @@ def _bad_cases(tmp_path, small_csv):
         "empty file": ([empty, *ok], ["empty.csv", "empty"]),
         "binary file": ([binary, *ok], ["binary.csv", "binary"]),
         "directory": ([tmp_path, *ok], ["not a regular file"]),
+        "device name": ([small_csv, *ok, "--device", "gpu0"],
+                        ["--device", "'gpu0' is not a torch device"]),
+        "device model": ([small_csv, *ok, "--model", "sparse", "--device", "cpu"],
+                         ["--device applies to --model exact", "not to --model sparse"]),
+        "device classifier": ([_write(tmp_path, "class.csv", frame.assign(
+            y=np.where(frame["y"] > frame["y"].median(), "hi", "lo"))), *ok, "--device", "cpu"],
+                              ["--device applies to the exact GP", "class target"]),
     }
 
 
@@ -478,6 +485,9 @@ CASES = [
     "empty file",
     "binary file",
     "directory",
+    "device name",
+    "device model",
+    "device classifier",
 ]
 
 
@@ -566,6 +576,20 @@ def test_matern_kernel_is_explained_by_quadrature(tmp_path, small_csv, single_st
     importance = summary["global_importance"]
     assert "skipped" not in importance and set(importance["std"]) == {"a", "b", "c"}
     assert all(v > 0 for v in importance["std"].values())
+
+
+def test_device_runs_the_exact_gp_in_torch_with_the_same_attributions(tmp_path, small_csv):
+    """--device cpu runs the GPU path's torch code on the CPU: the same attributions as the
+    NumPy path to rounding (issue 26 item 5)."""
+    import pandas as pd
+
+    out_numpy, _ = _explain_small(tmp_path / "numpy", small_csv)
+    out_torch, _ = _explain_small(tmp_path / "torch", small_csv, "--device", "cpu")
+    numpy_table = pd.read_csv(out_numpy / "attributions.csv")
+    torch_table = pd.read_csv(out_torch / "attributions.csv")
+    columns = [c for c in numpy_table.columns if numpy_table[c].dtype.kind == "f"]
+    np.testing.assert_allclose(torch_table[columns], numpy_table[columns], rtol=1e-9,
+                               atol=1e-12)
 
 
 def test_exact_importance_is_skipped_above_its_time_bound(tmp_path, small_csv, monkeypatch):

@@ -27,6 +27,7 @@ __all__ = [
     "MULTI_OUTPUT_CHOICES",
     "Choice",
     "check_choice",
+    "check_device_task",
     "family",
 ]
 
@@ -88,6 +89,7 @@ class Choice:
     n_inducing_given: bool = False
     multi_output: str = MULTI_OUTPUT_CHOICES[0]
     rank: int | None = None  # --rank of --multi-output icm (None: full rank)
+    device: str | None = None  # --device of --model exact (None: NumPy on the CPU)
 
     @property
     def kernel_label(self) -> str:
@@ -103,7 +105,8 @@ class Choice:
 
     def settings(self, n_rows: int) -> Settings:
         """The family-independent estimator settings, for ``n_rows`` training rows."""
-        return Settings(self.kernel, self.seed, n_rows, self.n_inducing, self.n_inducing_given)
+        return Settings(self.kernel, self.seed, n_rows, self.n_inducing, self.n_inducing_given,
+                        self.device)
 
 
 def _one_of(value: str, allowed, option: str) -> str:
@@ -117,6 +120,7 @@ def check_choice(
     model: str, kernel: str, method: str, seed: int, n_inducing: int | None,
     game: str | None = None, background: int | None = None,
     multi_output: str = MULTI_OUTPUT_CHOICES[0], rank: int | None = None,
+    device: str | None = None,
 ) -> Choice:
     """Validate the options together; ValueError names the option and what is accepted.
     (Whether ``multi_output`` applies, and whether ``rank`` is at most the number of targets,
@@ -171,8 +175,27 @@ def check_choice(
     elif game is not None or background is not None:
         raise ValueError("--game and --background apply to --model exact --method shapley only "
                          "(or --method interactions)")
+    if device is not None:
+        _check_device(device, model, multi_output)
     return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING, options,
-                  n_inducing is not None, multi_output, rank)
+                  n_inducing is not None, multi_output, rank, device)
+
+
+def _check_device(device: str, model: str, multi_output: str) -> None:
+    """ValueError for a ``--device`` torch does not know or this machine lacks, or given
+    where no posterior runs on a device (another --model, or --multi-output icm)."""
+    from gpexplain.posterior.device import check_device
+
+    if "device" not in family(model).options:
+        raise ValueError(f"--device applies to --model {_taking('device')} (the exact GP's "
+                         f"conditioning and solves), not to --model {model}")
+    if multi_output == "icm":
+        raise ValueError("--device does not apply to --multi-output icm yet (its posterior is "
+                         "NumPy on the CPU)")
+    try:
+        check_device(device)
+    except ValueError as error:
+        raise ValueError(f"--device: {error}") from None
 
 
 def _check_rank(rank, multi_output: str) -> None:
@@ -187,6 +210,14 @@ def _check_rank(rank, multi_output: str) -> None:
         raise ValueError(f"--rank applies to --multi-output icm (the rank of its "
                          f"coregionalisation matrix B = W W^T + diag(v)), not to "
                          f"--multi-output {multi_output}")
+
+
+def check_device_task(choice: Choice, task: str) -> None:
+    """ValueError when --device was given for a class target (the classifier is a sparse
+    variational GP, not the exact one)."""
+    if choice.device is not None and task == "classification":
+        raise ValueError("--device applies to the exact GP of a numeric target, not to the "
+                         "classifier of a class target")
 
 
 def check_n_inducing(choice: Choice, task: str) -> None:

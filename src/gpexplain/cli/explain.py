@@ -43,6 +43,7 @@ from gpexplain.cli.choices import (
     MULTI_OUTPUT_CHOICES,
     Choice,
     check_choice,
+    check_device_task,
     check_n_inducing,
 )
 from gpexplain.cli.common import (
@@ -123,6 +124,7 @@ def prepare(frame: pd.DataFrame, request: Request) -> Prepared:
         task = saved.task_of(request.loaded.model)
     TASKS.get(task).check(request.choice, request.executor)
     check_n_inducing(request.choice, task)
+    check_device_task(request.choice, task)
     if fitting or request.loaded.encoder is None:
         # Without a saved encoder a saved model's features are its (numeric) columns: there
         # the encoder is the identity.
@@ -401,6 +403,12 @@ def command(
         typer.Option(help=f"Inducing points of --model sparse (default {DEFAULT_N_INDUCING}) "
                      "and of the classifier (default: chosen from the rows and classes)."),
     ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(help="Condition the exact GP and run its explanations' triangular solves "
+                     "on this torch device (e.g. cuda; float64): the GPU path for tens of "
+                     "thousands of rows. Default: NumPy on the CPU."),
+    ] = None,
     out: options.OutOption = Path("gpexplain-out"),
     force: options.ForceOption = False,
     seed: options.SeedOption = 0,
@@ -477,14 +485,15 @@ def command(
             if target is None:
                 raise ValueError("--target is required (unless --model-from is given)")
             choice = check_choice(model, kernel, method, seed, n_inducing, game, background,
-                                  multi_output, rank)
+                                  multi_output, rank, device)
         else:
-            defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None, MULTI_OUTPUT_CHOICES[0], None)
+            defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None, MULTI_OUTPUT_CHOICES[0], None,
+                        None)
             if save_model is not None or (
-                    model, kernel, n_inducing, multi_output, rank) != defaults:
+                    model, kernel, n_inducing, multi_output, rank, device) != defaults:
                 raise ValueError(
                     "--model-from uses the saved model as it is; drop --model, --kernel, "
-                    "--n-inducing, --multi-output, --rank and --save-model"
+                    "--n-inducing, --multi-output, --rank, --device and --save-model"
                 )
             loaded = saved.load_model(model_from, method, game, background)
             if isinstance(target, list) and target != loaded.target:

@@ -60,6 +60,9 @@ class Settings:
     n_inducing_given : bool
         Whether the user chose ``n_inducing`` (``--n-inducing``); if not, the classifier
         chooses its own from the rows and classes (``GPClassifier(n_inducing=None)``).
+    device : str, optional
+        Where the exact GP conditions and its explanations' triangular solves run
+        (``GPRegressor(device=...)``, e.g. "cuda"); None: NumPy on the CPU.
     """
 
     kernel: str
@@ -67,6 +70,7 @@ class Settings:
     n_rows: int
     n_inducing: int = DEFAULT_N_INDUCING
     n_inducing_given: bool = False
+    device: str | None = None
 
 
 @dataclass
@@ -213,7 +217,8 @@ def _exact_parameters(settings: Settings) -> dict:
     rows = {"restart_rows": RESTART_ROWS} if settings.kernel in PRODUCT_KERNELS else {}
     if settings.n_rows > HYPERPARAMETER_ROWS:
         rows["hyperparameter_rows"] = HYPERPARAMETER_ROWS
-    return {"kernel": settings.kernel, "random_state": settings.seed, **rows}
+    device = {} if settings.device is None else {"device": settings.device}
+    return {"kernel": settings.kernel, "random_state": settings.seed, **rows, **device}
 
 
 def _sparse_parameters(settings: Settings) -> dict:
@@ -237,7 +242,7 @@ FAMILIES: Registry[ModelFamily] = Registry("model family")
 FAMILIES.register("exact", ModelFamily(
     GPRegressor, "regression", KERNEL_NAMES,
     ("integrated-gradients", "shapley", "shapley-interactions"), _exact_parameters,
-    _regression_report("noise", "mean", "hyperparameter_rows"),
+    _regression_report("noise", "mean", "hyperparameter_rows"), options=("device",),
     multi_output=GPRegressor._parameter_constraints["multi_output"].values,
 ))
 FAMILIES.register("sparse", ModelFamily(
