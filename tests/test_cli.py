@@ -28,6 +28,7 @@ SUMMARY_KEYS = {
     "model",
     "kernel",
     "seed",
+    "device",
     "hyperparameters",
     "constant_features",
     "log_marginal_likelihood",
@@ -584,7 +585,8 @@ def test_device_runs_the_exact_gp_in_torch_with_the_same_attributions(tmp_path, 
     import pandas as pd
 
     out_numpy, _ = _explain_small(tmp_path / "numpy", small_csv)
-    out_torch, _ = _explain_small(tmp_path / "torch", small_csv, "--device", "cpu")
+    out_torch, summary = _explain_small(tmp_path / "torch", small_csv, "--device", "cpu")
+    assert summary["device"] == "cpu"
     numpy_table = pd.read_csv(out_numpy / "attributions.csv")
     torch_table = pd.read_csv(out_torch / "attributions.csv")
     columns = [c for c in numpy_table.columns if numpy_table[c].dtype.kind == "f"]

@@ -130,6 +130,8 @@ def summary(model, hyperparameters: dict, attr, extras: dict, X: pd.DataFrame,
         "model": record.choice.model,
         "kernel": record.choice.kernel_label,
         "seed": record.choice.seed,
+        # where the exact GP conditioned and solved (--device); "cpu" is NumPy's path
+        "device": record.choice.device or "cpu",
         "hyperparameters": hyperparameters,
         "constant_features": list(getattr(model, "constant_features_", [])),
         # Independent GPs of several targets have one per target; the joint's is their sum.
