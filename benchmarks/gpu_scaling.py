@@ -12,7 +12,8 @@ clock, the device synchronised), the device's peak memory, and the largest diffe
 between the two sides' means and covariances relative to their largest entry.
 
     GPEXPLAIN_DATA_DIR=../shared/data .venv/bin/python benchmarks/gpu_scaling.py
-    .venv/bin/python benchmarks/gpu_scaling.py --device cpu --sizes 3000 --quick  # smoke test
+    GPEXPLAIN_DATA_DIR=../shared/data .venv/bin/python benchmarks/gpu_scaling.py --device cpu \
+        --sizes 2000,4000 --results gpu_scaling_cpu_smoke     # the same code on the CPU
 
 On a machine lent for a few minutes (the ``device`` tool), copy the data file into an
 ignored folder of the checkout and carry it: ``GPEXPLAIN_DATA_DIR=benchmarks/.data``.
@@ -81,6 +82,9 @@ def main() -> None:
     parser.add_argument("--cpu-max", type=int, default=20000,
                         help="largest n also run on the CPU (the comparison)")
     parser.add_argument("--quick", action="store_true", help="no JSON written")
+    parser.add_argument("--results", default="gpu_scaling",
+                        help="name of the JSON in benchmarks/results (the CPU smoke test "
+                             "writes its own)")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("no CUDA device here: this benchmark waits for one (--device cpu "
@@ -122,7 +126,7 @@ def main() -> None:
         print({k: v for k, v in row.items() if k not in ("cpu", "device")},
               "device", row["device"], "cpu", row.get("cpu"), flush=True)
         if not args.quick:
-            write_results("gpu_scaling", {"machine": info, "results": results})
+            write_results(args.results, {"machine": info, "results": results})
 
 
 if __name__ == "__main__":

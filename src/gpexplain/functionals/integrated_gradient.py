@@ -325,7 +325,6 @@ class _Quadrature(PathScheme):
                 + (", fewer n_steps, or return_cov=False." if with_prior else " or n_steps.")
                 + (f" {hint}" if hint else ""))
 
-
     def prior_between(self, X1, X2):
         """``(1/B^2) sum_{b, b'} P(x_p; xt_b, x'_q; xt_b')`` by quadrature over both paths
         (``two_path_prior``; the Duffy rule where they share an end, so that a Matern kink

@@ -443,23 +443,32 @@ def stationary_prior(torch_kernel, X, baseline, n_steps: int, leaves=()) -> np.n
             prior[moved] = stationary_prior(torch_kernel, X[moved], baseline, n_steps, leaves)
         return prior
     tau, w = lag_rule(X, baseline, leaves, n_steps)  # (p, K)
-    n_points, n_features = X.shape
     # The pairs (xt + tau delta, xt), translated to (0, tau delta) with the origin first: the
     # same mixed derivative for a stationary kernel (H is even), and GPyTorch's Matern centres
     # both arguments on the mean of the first, which for a path of 1e20 lengthscales was ~1e19
     # and rounded the near nodes' separations to 0 (a NaN derivative).
     lag = tau[:, :, None] * delta[:, None, :]  # (p, K, D)
-    pair_weights = (2.0 * (1.0 - tau) * w).reshape(-1)
-    prior = to_numpy(weighted_mixed_derivatives(
-        torch_kernel,
-        as_tensor(np.zeros((lag.shape[0] * lag.shape[1], n_features)), like=torch_kernel),
-        as_tensor(lag.reshape(-1, n_features), like=torch_kernel),
-        as_tensor(pair_weights, like=torch_kernel),
-        n_points,
-    ))
-    prior = prior * delta[:, :, None] * delta[:, None, :]
-    prior = np.where((delta[:, :, None] != 0) & (delta[:, None, :] != 0), prior, 0.0)
+    prior = _stepped_mixed_derivatives(torch_kernel, np.zeros_like(lag), lag,
+                                       2.0 * (1.0 - tau) * w, delta, delta)
     return 0.5 * (prior + np.swapaxes(prior, 1, 2))
+
+
+def _stepped_mixed_derivatives(torch_kernel, left, right, weights, d, e) -> np.ndarray:
+    """``d_i e_j sum_m w_m d^2 k(left_m, right_m) / dx_i dx'_j`` for each row.
+
+    ``left, right`` (n_rows, m, D) node pairs, ``weights`` (n_rows, m), ``d, e`` (n_rows, D)
+    the two paths' steps. Exactly 0 where ``d_i`` or ``e_j`` is 0: that feature does not move,
+    and autograd may have given NaN there (pairs at zero distance on it).
+    """
+    n_rows, _, n_features = left.shape
+    mixed = to_numpy(weighted_mixed_derivatives(
+        torch_kernel,
+        as_tensor(left.reshape(-1, n_features), like=torch_kernel),
+        as_tensor(right.reshape(-1, n_features), like=torch_kernel),
+        as_tensor(weights.reshape(-1), like=torch_kernel),
+        n_rows,
+    )) * d[:, :, None] * e[:, None, :]
+    return np.where((d[:, :, None] != 0) & (e[:, None, :] != 0), mixed, 0.0)
 
 
 def _kink_free_rule(cuts, n_steps):
@@ -534,15 +543,7 @@ def path_pair_prior(
     left = np.concatenate([a.reshape(n_points, -1, n_features) for a in lefts], axis=1)
     right = np.concatenate([a.reshape(n_points, -1, n_features) for a in rights], axis=1)
     weight = np.concatenate([a.reshape(n_points, -1) for a in weights], axis=1)
-    prior = to_numpy(weighted_mixed_derivatives(
-        torch_kernel,
-        as_tensor(left.reshape(-1, n_features), like=torch_kernel),
-        as_tensor(right.reshape(-1, n_features), like=torch_kernel),
-        as_tensor(weight.reshape(-1), like=torch_kernel),
-        n_points,
-    ))
-    prior = prior * d[:, :, None] * e[:, None, :]
-    return np.where((d[:, :, None] != 0) & (e[:, None, :] != 0), prior, 0.0)
+    return _stepped_mixed_derivatives(torch_kernel, left, right, weight, d, e)
 
 
 def two_path_prior(torch_kernel, start_a, end_a, start_b, end_b, n_steps: int,
@@ -593,12 +594,7 @@ def two_path_prior(torch_kernel, start_a, end_a, start_b, end_b, n_steps: int,
     right = np.broadcast_to(start_b[apart][:, None, None, :] + t[None, None, :, None]
                             * e[:, None, None, :], shape)
     weight = np.broadcast_to((w[:, None] * w[None, :])[None], shape[:3])
-    apart_prior = to_numpy(weighted_mixed_derivatives(
-        torch_kernel,
-        as_tensor(left.reshape(-1, n_features), like=torch_kernel),
-        as_tensor(right.reshape(-1, n_features), like=torch_kernel),
-        as_tensor(weight.reshape(-1), like=torch_kernel),
-        len(d),
-    )) * d[:, :, None] * e[:, None, :]
-    prior[apart] = np.where((d[:, :, None] != 0) & (e[:, None, :] != 0), apart_prior, 0.0)
+    prior[apart] = _stepped_mixed_derivatives(
+        torch_kernel, left.reshape(len(d), -1, n_features),
+        right.reshape(len(d), -1, n_features), weight.reshape(len(d), -1), d, e)
     return prior

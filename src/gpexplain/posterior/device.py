@@ -19,7 +19,7 @@ import torch
 
 from gpexplain._torch import as_tensor, to_numpy
 
-__all__ = ["check_device", "device_cholesky", "device_solve_lower"]
+__all__ = ["check_device", "device_cholesky", "device_gram", "device_solve_lower"]
 
 #: Entries of the kernel matrix built per block of rows (a block's GPyTorch intermediates are a
 #: few copies of it: 256 MiB each).
@@ -54,30 +54,15 @@ def check_device(device) -> torch.device:
     return device
 
 
-def device_cholesky(kernel, X: np.ndarray, noise, device: torch.device, with_jitter):
-    """Lower Cholesky factor of ``k(X, X) + diag(noise)`` as a float64 tensor on ``device``.
+def device_gram(kernel, X: np.ndarray, device: torch.device) -> torch.Tensor | None:
+    """``k(X, X)`` as a float64 tensor on ``device``, built in row blocks from the kernel's
+    GPyTorch form (``kernel.torch_kernel``); None when an entry is not finite.
 
     Parameters
     ----------
     kernel : gpexplain kernel
-        With ``torch_kernel(n_features)``, its GPyTorch form (moved to ``device``).
     X : ndarray (n, n_features)
-    noise : float or ndarray (n,)
     device : torch.device
-    with_jitter : callable
-        ``exact.with_jitter``: the CPU path's jitter schedule and its warning.
-
-    Returns
-    -------
-    L : torch.Tensor (n, n) on ``device``
-    jitter : float
-
-    Raises
-    ------
-    ValueError
-        The kernel matrix has non-finite entries.
-    np.linalg.LinAlgError
-        Not positive definite even with the largest jitter.
     """
     module = kernel.torch_kernel(X.shape[1]).to(device=device, dtype=torch.float64)
     inputs = as_tensor(X, like=module)
@@ -86,15 +71,32 @@ def device_cholesky(kernel, X: np.ndarray, noise, device: torch.device, with_jit
     with torch.no_grad():
         for start in range(0, len(X), rows):
             gram[start : start + rows] = module(inputs[start : start + rows], inputs).to_dense()
-    if not bool(torch.isfinite(gram).all()):
-        raise ValueError(
-            f"kernel {kernel!r} gives non-finite values on X (e.g. a lengthscale so small or "
-            "large that its powers overflow); choose hyperparameters on the scale of the "
-            "inputs, or rescale X."
-        )
+    return gram if bool(torch.isfinite(gram).all()) else None
+
+
+def device_cholesky(gram: torch.Tensor, noise, with_jitter):
+    """Lower Cholesky factor of ``gram + diag(noise)`` on the gram's device (``gram`` is
+    overwritten: its diagonal holds the noise, and the last jitter tried, afterwards).
+
+    Parameters
+    ----------
+    gram : torch.Tensor (n, n), float64
+    noise : float or ndarray (n,)
+    with_jitter : callable
+        ``exact.with_jitter``: the CPU path's jitter schedule and its warning.
+
+    Returns
+    -------
+    L : torch.Tensor (n, n)
+    jitter : float
+
+    Raises
+    ------
+    np.linalg.LinAlgError
+        Not positive definite even with the largest jitter.
+    """
     gram.diagonal().add_(as_tensor(noise, like=gram))
     diagonal = gram.diagonal().clone()
-    scale = float(diagonal.mean())
 
     def attempt(jitter):
         # On the diagonal in place: an (n, n) identity or sum would be one more matrix of
@@ -103,7 +105,7 @@ def device_cholesky(kernel, X: np.ndarray, noise, device: torch.device, with_jit
         factor, info = torch.linalg.cholesky_ex(gram)
         return factor if int(info) == 0 else None
 
-    return with_jitter(attempt, scale)
+    return with_jitter(attempt, float(diagonal.mean()))
 
 
 def device_solve_lower(factor: torch.Tensor, rhs: np.ndarray, transpose: bool = False

@@ -12,7 +12,12 @@ from gpexplain._torch import to_numpy
 from gpexplain._validation import as_feature_matrix, as_target
 from gpexplain.kernels import as_kernel
 from gpexplain.posterior.base import Posterior
-from gpexplain.posterior.device import check_device, device_cholesky, device_solve_lower
+from gpexplain.posterior.device import (
+    check_device,
+    device_cholesky,
+    device_gram,
+    device_solve_lower,
+)
 
 __all__ = ["ExactPosterior", "cholesky_with_jitter"]
 
@@ -176,11 +181,7 @@ class ExactPosterior(Posterior):
         if not np.all(np.isfinite(gram)):
             # np.linalg.cholesky does not check, and the solve then failed with a message
             # naming no argument.
-            raise ValueError(
-                f"kernel {self.kernel!r} gives non-finite values on X (e.g. a lengthscale so "
-                "small or large that its powers overflow); choose hyperparameters on the "
-                "scale of the inputs, or rescale X."
-            )
+            raise ValueError(self._non_finite_message())
         gram[np.diag_indices_from(gram)] += noise
         try:
             self.cholesky, self.jitter = cholesky_with_jitter(gram)
@@ -188,11 +189,18 @@ class ExactPosterior(Posterior):
             raise ValueError(str(error)) from None
         self.alpha = cho_solve((self.cholesky, True), y - mean)
 
+    def _non_finite_message(self) -> str:
+        return (f"kernel {self.kernel!r} gives non-finite values on X (e.g. a lengthscale so "
+                "small or large that its powers overflow); choose hyperparameters on the "
+                "scale of the inputs, or rescale X.")
+
     def _factor_on(self, device) -> None:
         """``cholesky`` (a tensor on ``device``), ``jitter`` and ``alpha`` by torch there."""
+        gram = device_gram(self.kernel, self.train_inputs, device)
+        if gram is None:
+            raise ValueError(self._non_finite_message())
         try:
-            self.cholesky, self.jitter = device_cholesky(
-                self.kernel, self.train_inputs, self.noise, device, with_jitter)
+            self.cholesky, self.jitter = device_cholesky(gram, self.noise, with_jitter)
         except np.linalg.LinAlgError as error:
             raise ValueError(str(error)) from None
         residual = self.train_targets - self.mean
