@@ -323,6 +323,14 @@ def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):
         np.testing.assert_allclose(rows["shapley_index"].sum(), 1.0, rtol=1e-10)
         assert summary["variance_of_posterior_mean"][target] == pytest.approx(
             expected.total_variance, rel=1e-6)
+    # the indices' covariance between the two targets, as the API gives it
+    between = pd.read_csv(out / "index_correlations.csv")
+    assert "index_correlations.csv" in summary["cross_output"]["note"]
+    reference = gx.global_sensitivity(model).index_covariance("total")[:, 0, 1]
+    totals = between[between["index"] == "total"]
+    assert list(totals["feature"]) == FEATURES and set(totals["output_a"]) == {PRICE}
+    np.testing.assert_allclose(totals["covariance"], reference, rtol=1e-5)
+    assert np.all(np.abs(between["correlation"]) <= 1.0)
 
 
 @pytest.mark.parametrize(

@@ -238,14 +238,20 @@ class GlobalSensitivity(_PerFeatureVariances):
         )
 
 
+# The indices whose covariance between outputs MultiOutputSensitivity carries.
+_BETWEEN_OUTPUTS = ("total_variance", "first_order", "total", "shapley_effects")
+
+
 @dataclass(frozen=True)
 class MultiOutputSensitivity:
     """``GlobalSensitivity`` of each output of a multi-output GP, under one input measure.
 
     Each output's indices are those of its marginal posterior (``posterior.marginal(i)``),
-    so they equal a single-output ``gx.global_sensitivity`` of that marginal. The posterior
-    covariance between different outputs' indices (non-zero for a coregionalised model) is
-    not computed.
+    so they equal a single-output ``gx.global_sensitivity`` of that marginal. Their posterior
+    covariance between outputs (the indices of the posterior mean are fixed numbers; the
+    covariance is that of the indices of the random function f over the joint posterior of
+    all outputs) is ``index_covariance``: zero between independent outputs, exact for an
+    intrinsic coregionalisation model.
 
     Attributes
     ----------
@@ -254,11 +260,18 @@ class MultiOutputSensitivity:
     output_names : list of str
     independent : bool
         The outputs are independent a posteriori (then so are their indices).
+    between_outputs : dict of str to ndarray, optional
+        Posterior covariance of each index between the outputs: ``"total_variance"`` (t, t),
+        ``"first_order"``, ``"total"``, ``"shapley_effects"`` (d, t, t), in squared variance
+        units (units of y to the fourth). None where it is not computed (a multi-output form
+        other than the ICM with dependent outputs); for independent outputs it holds the
+        variances on the diagonal and zeros elsewhere. Read it with ``index_covariance``.
     """
 
     results: list
     output_names: list[str]
     independent: bool
+    between_outputs: dict | None = None
 
     def __post_init__(self):
         if len(self.results) != len(self.output_names) or not self.results:
@@ -278,6 +291,71 @@ class MultiOutputSensitivity:
     @property
     def feature_names(self) -> list[str]:
         return list(self.results[0].feature_names)
+
+    def index_covariance(self, index: str = "total") -> np.ndarray:
+        """Posterior covariance of one kind of index between the outputs.
+
+        Parameters
+        ----------
+        index : {"total", "first_order", "shapley_effects", "total_variance"}
+            The unnormalised variances (``GlobalSensitivity`` fields of the same names).
+
+        Returns
+        -------
+        ndarray (d, t, t), or (t, t) for ``"total_variance"``
+            ``Cov[V_i(f_o), V_i(f_o')]`` for outputs o, o' (``output_names`` order) and each
+            feature i; the diagonal is the square of the per-output ``*_std``.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``index``; the covariance was not computed (``between_outputs`` None).
+        """
+        if index not in _BETWEEN_OUTPUTS:
+            raise ValueError(f"index must be one of {_BETWEEN_OUTPUTS}, got {index!r}.")
+        if self.between_outputs is None:
+            raise ValueError(
+                "the covariance of indices between outputs was not computed for this model "
+                "(it is exact for independent outputs and for the ICM only)."
+            )
+        return self.between_outputs[index]
+
+    def index_correlation(self, index: str = "total") -> np.ndarray:
+        """``index_covariance(index)`` scaled to correlations (0 where an index has no
+        posterior spread), same shape and errors."""
+        covariance = self.index_covariance(index)
+        scale = np.sqrt(np.maximum(np.diagonal(covariance, axis1=-2, axis2=-1), 0.0))
+        outer = scale[..., :, None] * scale[..., None, :]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            correlation = np.where(outer > 0, covariance / np.where(outer > 0, outer, 1.0), 0.0)
+        return np.clip(correlation, -1.0, 1.0)
+
+    def between_outputs_frame(self) -> pd.DataFrame:
+        """One row per kind of index, feature and pair of outputs ``output_a`` before
+        ``output_b``: the posterior ``covariance`` and ``correlation`` of that index between
+        the two outputs (``index_covariance``; the total variance has feature ``"(all)"``).
+
+        Raises
+        ------
+        ValueError
+            The covariance was not computed (``between_outputs`` None).
+        """
+        rows = []
+        names = self.feature_names
+        for index in _BETWEEN_OUTPUTS:
+            covariance, correlation = self.index_covariance(index), self.index_correlation(index)
+            features = ["(all)"] if index == "total_variance" else names
+            covariance, correlation = (np.reshape(m, (len(features),) + m.shape[-2:])
+                                       for m in (covariance, correlation))
+            for f, feature in enumerate(features):
+                for a, b in zip(*np.triu_indices(len(self.output_names), 1), strict=True):
+                    rows.append({"index": index, "feature": feature,
+                                 "output_a": self.output_names[a],
+                                 "output_b": self.output_names[b],
+                                 "covariance": covariance[f, a, b],
+                                 "correlation": correlation[f, a, b]})
+        return pd.DataFrame(rows, columns=["index", "feature", "output_a", "output_b",
+                                           "covariance", "correlation"])
 
     def to_frame(self) -> pd.DataFrame:
         """``GlobalSensitivity.to_frame`` of each output with an ``output`` column first."""

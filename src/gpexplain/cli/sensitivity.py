@@ -18,7 +18,9 @@ marginal posterior under the same measure (``gx.MultiOutputSensitivity``): ``sen
 and ``interactions.csv`` get an ``output`` column (first), ``summary.json`` holds the
 per-target entries keyed by target name (with the model's hyperparameters per target, or the
 ICM's coregionalisation matrix), and the figure is ``sensitivity_<target>.png`` per target.
-The posterior covariance between different targets' indices is not computed.
+With ``icm``, ``index_correlations.csv`` holds the posterior covariance and correlation of
+each index between each pair of targets (``MultiOutputSensitivity.between_outputs_frame``;
+independent targets' are zero).
 
 A target of class labels (text or booleans) is refused, naming the alternatives: the command
 analyses a regression, and a classifier's indices are those of one class's latent (its
@@ -55,6 +57,8 @@ from gpexplain.global_attribution import MultiOutputSensitivity
 from gpexplain.models.families import PRODUCT_KERNELS
 
 __all__ = ["command"]
+
+BETWEEN_OUTPUTS_FILE = "index_correlations.csv"
 
 TargetsOption = Annotated[
     list[str],
@@ -155,7 +159,9 @@ def command(
                 "note": "each target's indices are those of its marginal posterior, under "
                         "the same measure; the posterior covariance between different "
                         "targets' indices is "
-                        + ("zero (independent GPs)" if result.independent else "not computed"),
+                        + ("zero (independent GPs)" if result.independent else
+                           f"in {BETWEEN_OUTPUTS_FILE} (covariance and correlation of each "
+                           "index between each pair of targets)"),
             },
         })
     else:
@@ -184,8 +190,12 @@ def command(
             figure.savefig(folder / figures[name], dpi=120)
         if interactions:
             write_csv(result.interactions_frame(), folder / "interactions.csv")
+        between = several and not result.independent
+        if between:
+            write_csv(result.between_outputs_frame(), folder / BETWEEN_OUTPUTS_FILE)
         written = finish(folder, ["sensitivity.csv", "summary.json", *figures.values()]
-                         + (["interactions.csv"] if interactions else []), report)
+                         + (["interactions.csv"] if interactions else [])
+                         + ([BETWEEN_OUTPUTS_FILE] if between else []), report)
     stdout = Console()
     for name, one in per_target.items():
         if name is not None:

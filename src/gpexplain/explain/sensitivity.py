@@ -52,6 +52,7 @@ in all (500 points and 32 features, pumadyn-32nm in ``benchmarks/gp_sensitivity_
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -72,7 +73,7 @@ from gpexplain.kernels.product import product_structure
 from gpexplain.parallel import _MEMORY_BUDGET_BYTES, default_chunk_size
 from gpexplain.posterior.linked import latent_posterior
 from gpexplain.posterior.mixture import MixturePosterior
-from gpexplain.posterior.multi_output import MultiOutputPosterior
+from gpexplain.posterior.multi_output import CoregionalizedPosterior, MultiOutputPosterior
 
 __all__ = ["global_sensitivity"]
 
@@ -127,8 +128,9 @@ def global_sensitivity(
         a 2-D y) only: the outputs to analyse (default all). Each output's indices are those
         of its marginal posterior (``posterior.marginal(i)``), all under the same measure
         (by default the Gaussian of the shared training inputs), returned as a
-        ``MultiOutputSensitivity``. The posterior covariance between different outputs'
-        indices (non-zero for a coregionalised model) is not computed.
+        ``MultiOutputSensitivity``, with the posterior covariance of each index between the
+        outputs (``index_covariance``): exact for an ICM (``_quadratic_moments`` with the two
+        outputs' cross-covariance), zero for independent outputs.
 
     Returns
     -------
@@ -278,7 +280,51 @@ def _per_output(posterior: MultiOutputPosterior, measure, outputs, target_class,
             names, (global_sensitivity(posterior.marginal(i), measure, **options) for i in index),
             strict=True)
     ]
-    return MultiOutputSensitivity(results, names, posterior.independent)
+    variances = np.stack([np.concatenate([[r.total_variance_std], r.first_order_std,
+                                          r.total_std, r.shapley_effects_std]) ** 2
+                          for r in results], axis=-1)  # (1 + 3 d, t)
+    between = None
+    if posterior.independent:
+        between = variances[:, :, None] * np.eye(len(index))
+    elif isinstance(posterior, CoregionalizedPosterior):
+        between = _between_outputs(posterior, index, measure, options["chunk_size"], variances)
+    if between is not None:
+        total_variance, first, total, shapley = _split(np.moveaxis(between, 0, -1))
+        between = {"total_variance": total_variance, "first_order": np.moveaxis(first, -1, 0),
+                   "total": np.moveaxis(total, -1, 0),
+                   "shapley_effects": np.moveaxis(shapley, -1, 0)}
+    return MultiOutputSensitivity(results, names, posterior.independent, between)
+
+
+def _between_outputs(posterior, index, measure, chunk_size, variances):
+    """Posterior covariance of every index between the selected outputs of an ICM, (1 + 3 d,
+    t, t) in ``_split``'s layout, with ``variances`` (the per-output squared stds, (1 + 3 d,
+    t)) on the diagonal.
+
+    Output o is ``m0_o + s2 kappa(., Z) (B[o, tasks] a) + g_o`` and ``Cov(g_o, g_o') = B_oo'
+    s2 kappa - s2^2 kappa_Z R kappa_Z^T`` with ``R = diag(B[o, tasks]) K^{-1} diag(B[o',
+    tasks])``, the two-function case of ``_quadratic_moments``.
+    """
+    Z = posterior.train_inputs
+    structure = product_structure(posterior.kernel, Z.shape[1])
+    check_measure(measure)
+    measure = measure.resolve(Z.shape[1], posterior.feature_names)
+    task_weights = posterior.task_weights(index)
+    if chunk_size is None:
+        nodes = len(gauss_legendre_unit(Z.shape[1])[0])
+        chunk_size = default_chunk_size(len(Z), Z.shape[1], copies_per_point=3 * nodes + 8)
+    between = variances[:, :, None] * np.eye(len(index))
+    with native_threads(len(Z)):
+        for a, b in itertools.combinations(range(len(index)), 2):
+            R = posterior.quadratic_form(np.diag(task_weights[a]), np.diag(task_weights[b]))
+            covariance = _quadratic_moments(
+                structure, measure, Z, task_weights[a] * posterior.alpha,
+                task_weights[b] * posterior.alpha, R,
+                posterior.coregionalization[index[a], index[b]], chunk_size,
+                max(1, min(4096 // len(Z), chunk_size)))[2]
+            between[:, a, b] = between[:, b, a] = covariance
+    check_finite_result("global_sensitivity", between)
+    return between
 
 
 def _leave_two_out(ee, pp):
@@ -345,42 +391,77 @@ def _split(stacked):
 
 def _moments(posterior, structure, measure, chunk_size, sandwich_rows):
     """Indices of the posterior mean, their posterior expectations and standard deviations,
-    each stacked (1 + 3 d,) (``_split``), by passes over row chunks of Z (``chunk_size`` rows
-    for the pair matrices H, ``sandwich_rows`` for the three-kernel G).
+    each stacked (1 + 3 d,) (``_split``).
 
-    The variance of a quadratic functional ``F = <f, W f>`` of ``f ~ GP(m, c)`` is ``2 tr(W c W
-    c) + 4 m W c W m``; with ``k = s2 kappa`` and ``c = s2 kappa - s2^2 kappa_Z Q kappa_Z^T``
-    it is ``2 s2^2 T + 4 s2^3 sum(G * (a a^T - Q)) + 2 s2^4 tr(H Q H Q) - 4 s2^4 (H a)^T Q (H
-    a)`` (module docstring). ``tr(H Q H Q)`` needs all of ``H Q``: it is accumulated for as
-    many indices as fit in the memory budget of ``gpexplain.parallel`` (all of them in the
-    first pass while (1 + 3 d) n^2 <= 32 Mi numbers); further groups of indices recompute H
-    in further passes.
+    The prior term of the expectation is ``s2 H(E2 -> 1, B -> M)`` and the data terms come
+    from ``_quadratic_moments`` with both functionals on the same f (module docstring).
     """
     Z, alpha = posterior.train_inputs, posterior.alpha
+    nodes, weights = gauss_legendre_unit(Z.shape[1])
+    Q = posterior.quadratic_form(np.eye(Z.shape[0]))
+    of_mean, of_reduction, variance = _quadratic_moments(
+        structure, measure, Z, alpha, None, Q, 1.0, chunk_size, sandwich_rows)
+    prior = _stacked(_pair_functionals(
+        np.ones((1, 1, Z.shape[1])), structure.double_embedding(measure)[None, None, :],
+        structure.centred_double_embedding(measure)[None, None, :], nodes, weights,
+    ))[0, 0]
+    s2 = structure.variance
+    # A difference of prior and data terms: an index the data pin down to round-off can come
+    # out slightly negative; its standard deviation is then zero to working precision.
+    std = np.sqrt(np.maximum(variance, 0.0))
+    return s2**2 * of_mean, s2**2 * of_mean + s2 * prior - s2**2 * of_reduction, std
+
+
+def _quadratic_moments(structure, measure, Z, left, right, Q, scale, chunk_size,
+                       sandwich_rows):
+    """``(a_i^T H a_j, sum(Q * H), Cov(F[f_i], F[f_j]))`` for every index (each (1 + 3 d,),
+    ``_split``'s layout; H the index's pair matrix), where ``f_i = m0_i + s2 kappa(., Z) a_i +
+    g_i`` and ``f_j`` are jointly Gaussian with cross-covariance ``c_ij = scale s2 kappa - s2^2
+    kappa_Z Q kappa_Z^T``, ``a_i = left``, ``a_j = right`` (None: the same f, so scale 1 and a
+    symmetric Q).
+
+    For a quadratic functional ``F = <f, W f>`` Isserlis' theorem gives ``Cov(F[f_i], F[f_j])
+    = 2 tr(W c_ij W c_ji) + 4 m_i W c_ij W m_j`` (``c_ji = c_ij^T``), that is
+
+        2 scale^2 s2^2 T + 4 scale s2^3 sum(G * (a_i a_j^T - Q))
+            + 2 s2^4 tr(H Q H Q^T) - 4 s2^4 (H a_i)^T Q (H a_j)
+
+    (G symmetric, so ``sum(G * X) = sum(G * X^T)``). ``tr(H Q H Q^T)`` needs all of ``H Q``
+    (and of ``H Q^T`` unless Q is symmetric): it is accumulated for as many indices as fit in
+    the memory budget of ``gpexplain.parallel`` (all of them in the first pass while (1 + 3
+    d) n^2 <= 32 Mi numbers); further groups of indices recompute H in further passes, by
+    row chunks of Z (``chunk_size`` rows for H, ``sandwich_rows`` for the three-kernel G).
+    """
+    symmetric = right is None
+    right = left if symmetric else right
     n_basis, n_features = Z.shape
     nodes, weights = gauss_legendre_unit(n_features)
     mu = structure.embedding(Z, measure)
     lam = structure.centred_cross_moment(Z, measure)
     M = structure.double_embedding(measure)
-    Q = posterior.quadratic_form(np.eye(n_basis))
-    data_weight = np.outer(alpha, alpha) - Q
+    data_weight = np.outer(left, right) - Q
     n_indices = 1 + 3 * n_features
     of_mean, of_reduction, sandwich, data_trace = (np.zeros(n_indices) for _ in range(4))
-    H_alpha = np.zeros((n_basis, n_indices))
-    group = max(1, _MEMORY_BUDGET_BYTES // (8 * n_basis * n_basis))
+    H_left, H_right = np.zeros((n_basis, n_indices)), np.zeros((n_basis, n_indices))
+    copies = 1 if symmetric else 2
+    group = max(1, _MEMORY_BUDGET_BYTES // (8 * copies * n_basis * n_basis))
     for first_index in range(0, n_indices, group):
         chosen = slice(first_index, min(first_index + group, n_indices))
         HQ = np.empty((chosen.stop - chosen.start, n_basis, n_basis))
+        HQt = HQ if symmetric else np.empty_like(HQ)
         for start in range(0, n_basis, chunk_size):
             rows = slice(start, start + chunk_size)
             H = _index_pairs(structure, measure, Z, mu, rows, nodes, weights)
             HQ[:, rows] = np.moveaxis(H[..., chosen], -1, 0) @ Q
+            if not symmetric:
+                HQt[:, rows] = np.moveaxis(H[..., chosen], -1, 0) @ Q.T
             if first_index > 0:
                 continue
-            of_mean += np.einsum("a,abi,b->i", alpha[rows], H, alpha)
+            of_mean += np.einsum("a,abi,b->i", left[rows], H, right)
             of_reduction += np.einsum("ab,abi->i", Q[rows], H)
-            H_alpha[rows] = np.einsum("abi,b->ai", H, alpha)
-        data_trace[chosen] = np.einsum("iab,iba->i", HQ, HQ)
+            H_left[rows] = np.einsum("abi,b->ai", H, left)
+            H_right[rows] = H_left[rows] if symmetric else np.einsum("abi,b->ai", H, right)
+        data_trace[chosen] = np.einsum("iab,iba->i", HQ, HQt)
     for start in range(0, n_basis, sandwich_rows):
         rows = slice(start, start + sandwich_rows)
         tables = (  # the three-kernel matrices g(A, B), A, B in {P, E}, features first
@@ -390,20 +471,13 @@ def _moments(posterior, structure, measure, chunk_size, sandwich_rows):
             np.moveaxis(structure.centred_sandwich(Z[rows], Z, measure), -1, 0),
         )
         sandwich += _bilinear_indices(*tables, data_weight[rows], nodes, weights)
-    prior = _stacked(_pair_functionals(
-        np.ones((1, 1, n_features)), M[None, None, :],
-        structure.centred_double_embedding(measure)[None, None, :], nodes, weights,
-    ))[0, 0]
     trace = _bilinear_indices(*_trace_tables(structure, measure), np.ones(()), nodes, weights)
     s2 = structure.variance
-    variance = (
-        2 * s2**2 * trace + 4 * s2**3 * sandwich + 2 * s2**4 * data_trace
-        - 4 * s2**4 * np.einsum("ai,ab,bi->i", H_alpha, Q, H_alpha)
+    covariance = (
+        2 * scale**2 * s2**2 * trace + 4 * scale * s2**3 * sandwich + 2 * s2**4 * data_trace
+        - 4 * s2**4 * np.einsum("ai,ab,bi->i", H_left, Q, H_right)
     )
-    # A difference of prior and data terms: an index the data pin down to round-off can come
-    # out slightly negative; its standard deviation is then zero to working precision.
-    std = np.sqrt(np.maximum(variance, 0.0))
-    return s2**2 * of_mean, s2**2 * of_mean + s2 * prior - s2**2 * of_reduction, std
+    return of_mean, of_reduction, covariance
 
 
 def _trace_tables(structure, measure):
