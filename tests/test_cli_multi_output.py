@@ -199,8 +199,6 @@ def test_sparse_targets_equal_runs_of_one_target_and_explain_again(taipei_csv, t
         (["--target", PRICE, "--target", STORES, "--explain", "variance"],
          ["--explain variance applies to one --target"]),
         (["--target", PRICE, "--target", PRICE], ["is given more than once"]),
-        (["--target", PRICE, "--target", STORES, "--workers", "2"],
-         ["--workers apply to one --target"]),
         (["--target", PRICE, "--task", "multi-output"], ["needs two or more --target"]),
         (["--target", PRICE, "--target", STORES, "--multi-output", "lmc"],
          ["unknown --multi-output 'lmc'"]),

@@ -185,19 +185,26 @@ def test_command_line_explains_on_a_dask_scheduler(client, tmp_path, monkeypatch
     rng = np.random.default_rng(2)
     frame = pd.DataFrame(rng.normal(size=(40, 3)), columns=["a", "b", "c"])
     frame["y"] = np.sin(frame["a"]) + frame["b"]
+    frame["z"] = frame["a"] * frame["c"] - 0.5 * frame["y"]
     data = tmp_path / "small.csv"
     frame.to_csv(data, index=False)
-    tables = {}
-    for name, extra in [("serial", []), ("dask", ["--dask-scheduler", client.scheduler.address])]:
-        result = CliRunner().invoke(cli.app, [
-            "explain", str(data), "--target", "y", "--rows", "0:12", "--no-holdout",
-            "--out", str(tmp_path / name), *extra,
-        ])
-        assert result.exit_code == 0, result.output + repr(result.exception)
-        tables[name] = pd.read_csv(tmp_path / name / "attributions.csv")
-    # bitwise: the workers and this process run under the same thread policy
-    # (gpexplain._threads), so the same BLAS calls sum in the same order
-    pd.testing.assert_frame_equal(tables["dask"], tables["serial"], check_exact=True)
+    runs = {  # one target, and two in an ICM (issue 24: refused with a cluster before)
+        "one": ["--target", "y"],
+        "icm": ["--target", "y", "--target", "z", "--multi-output", "icm"],
+    }
+    for run, targets in runs.items():
+        tables = {}
+        for name, extra in [("serial", []),
+                            ("dask", ["--dask-scheduler", client.scheduler.address])]:
+            result = CliRunner().invoke(cli.app, [
+                "explain", str(data), *targets, "--rows", "0:12", "--no-holdout",
+                "--out", str(tmp_path / run / name), *extra,
+            ])
+            assert result.exit_code == 0, result.output + repr(result.exception)
+            tables[name] = pd.read_csv(tmp_path / run / name / "attributions.csv")
+        # bitwise: the workers and this process run under the same thread policy
+        # (gpexplain._threads), so the same BLAS calls sum in the same order
+        pd.testing.assert_frame_equal(tables["dask"], tables["serial"], check_exact=True)
 
 
 def test_dask_client_arguments():
@@ -403,3 +410,31 @@ def test_a_worker_that_dies_names_the_rows_lost(allowed_failures):
         assert part in message, message
     lost = (distributed.KilledWorker, distributed.client.FutureCancelledError)
     assert isinstance(caught.value.__cause__, lost)
+
+
+@pytest.mark.slow
+def test_multi_output_explanations_on_the_cluster_equal_the_serial_ones(client, problem):
+    """Issue 24: client= with several outputs (refused before). An ICM's chunks hold every
+    output and the covariance between outputs; independent outputs run output by output."""
+    posterior, Q = problem
+    X, y = posterior.train_inputs, posterior.train_targets
+    tasks = np.arange(len(X)) % 2
+    icm = gx.CoregionalizedPosterior(X, tasks, np.where(tasks == 0, y, -0.5 * y + X[:, 0]),
+                                     gx.kernels.RBF(np.array([1.0, 0.7, 1.5]), 1.3),
+                                     np.array([[1.0, 0.6], [0.6, 0.8]]), 0.05)
+    independent = gx.IndependentOutputs(
+        [posterior, gx.ExactPosterior(X, -y, gx.kernels.RBF(np.ones(3), 0.9), 0.1)])
+    for several in (icm, independent):
+        serial = gx.integrated_gradients(several, Q[:9], chunk_size=4, return_cov="points")
+        remote = gx.integrated_gradients(several, Q[:9], chunk_size=4, return_cov="points",
+                                         client=client)
+        for one, other in zip(remote.attributions, serial.attributions, strict=True):
+            _assert_same(one, other)
+            np.testing.assert_allclose(one.point_cov.dense(), other.point_cov.dense(),
+                                       rtol=1e-12, atol=1e-12)
+        if several is icm:
+            np.testing.assert_allclose(remote.cov, serial.cov, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(remote.point_cov_dense(), serial.point_cov_dense(),
+                                       rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="output_path= is not available for a multi-output"):
+        gx.integrated_gradients(icm, Q[:3], output_path="unused.parquet")

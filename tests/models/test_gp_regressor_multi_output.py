@@ -140,3 +140,19 @@ def test_icm_rank_limits_the_shared_part_of_b():
         gx.GPRegressor(multi_output="icm", rank=5).fit(features, Y)
     with pytest.raises(ValueError, match="rank"):
         gx.GPRegressor(multi_output="icm", rank=0).fit(features, Y)
+
+
+def test_icm_fit_survives_line_search_points_that_are_not_positive_definite():
+    """A 40-row ICM fit died with torch's _LinAlgError when L-BFGS tried a point whose
+    (n t) x (n t) kernel matrix rounded to indefinite; the objective now adds a jitter there,
+    and the fitted model predicts the training targets as well as independent GPs."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 3))
+    y = np.sin(X[:, 0]) + X[:, 1]
+    Y = np.column_stack([y, X[:, 0] * X[:, 2] - 0.5 * y])
+    model = gx.GPRegressor(multi_output="icm").fit(X, Y)
+    independent = gx.GPRegressor().fit(X, Y)
+    for fitted in (model, independent):
+        assert np.all(np.isfinite(fitted.predict(X)))
+    icm_error = np.abs(model.predict(X) - Y).mean()
+    assert icm_error <= 2 * np.abs(independent.predict(X) - Y).mean() + 0.05

@@ -145,8 +145,7 @@ class MultiOutputRegression(Regression):
     @staticmethod
     def check(choice, executor) -> None:
         """ValueError for a family that fits one target, a ``--multi-output`` form it lacks,
-        ``icm`` with a kernel other than ``ard``, ``--method interactions`` or a Dask
-        cluster."""
+        ``icm`` with a kernel other than ``ard`` or ``--method interactions``."""
         forms = family(choice.model).multi_output
         if not forms:
             taking = ", ".join(name for name, entry in FAMILIES.items() if entry.multi_output)
@@ -161,9 +160,6 @@ class MultiOutputRegression(Regression):
         if choice.method not in _METHODS:
             raise ValueError(f"--method {choice.method} explains one target; with several "
                              f"--target columns use --method {' or '.join(_METHODS)}")
-        if executor != (None, None):
-            raise ValueError("--dask-scheduler and --workers apply to one --target; several "
-                             "targets are explained in this process (drop them)")
 
     @staticmethod
     def fit_label(choice) -> str:
@@ -188,12 +184,15 @@ class MultiOutputRegression(Regression):
     @staticmethod
     def explain(choice, model, X_model, X, positions, baseline, encoder, client):
         """``(attributions of X's columns per target, the MultiOutputAttribution of the
-        model's columns, output_correlations or None)``."""
+        model's columns, output_correlations or None, global importance per target)``; on
+        the Dask cluster of ``client`` when it is not None."""
         explained = X_model.iloc[positions]
-        encoded = methods.explain(choice, model, explained, baseline)
+        encoded = methods.explain(choice, model, explained, baseline, client)
         shown = X.iloc[positions]
         grouped = {name: encoder.group(encoded[name], shown) for name in encoded.output_names}
-        return grouped, encoded, output_correlations(encoded, encoder)
+        # while the cluster is up: the importance evaluates the covariance across points there
+        importances = {name: methods.importance(attr) for name, attr in grouped.items()}
+        return grouped, encoded, output_correlations(encoded, encoder), importances
 
     @staticmethod
     def write(model, explanation, X, X_model, record, context, out, stdout, report, saved):
@@ -202,7 +201,7 @@ class MultiOutputRegression(Regression):
         and hyperparameters; ``cross_output_correlation``), the figures per target and, for a
         coregionalised model, ``output_correlations.csv``; print each target's top features;
         return the names of the files written."""
-        attributions, encoded, correlations = explanation
+        attributions, encoded, correlations, importances = explanation
         explained = record.explained
         tables = []
         for name, attr in attributions.items():
@@ -217,7 +216,6 @@ class MultiOutputRegression(Regression):
         first = encoded.attributions[0]
         result = output.summary(model, multi_output_hyperparameters(model, names, chosen),
                                 first, {}, X_model, record)
-        importances = {name: methods.importance(attr) for name, attr in attributions.items()}
         result.update({
             "task": "multi-output regression",
             "outputs": list(attributions),

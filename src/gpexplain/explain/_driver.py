@@ -168,7 +168,8 @@ def explain(
     output_path : str or pathlib.Path ending in ``.parquet``, optional
         Stream the results to this Parquet file chunk by chunk (layout in
         ``gpexplain.explain._parquet``) instead of returning them; memory then stays bounded
-        by the chunk size whatever the number of points. Not for a ``MixturePosterior``.
+        by the chunk size whatever the number of points. Not for a ``MixturePosterior`` or a
+        ``MultiOutputPosterior``.
     caller : str
         Public function name used in error messages.
     outputs : output name or index, or a sequence of them, optional
@@ -216,13 +217,14 @@ def explain(
     posterior = as_posterior(model_or_posterior)
     # -- multi-output step (issue 24) -------------------------------------------------------
     if isinstance(posterior, MultiOutputPosterior):
-        if client is not None or output_path is not None:
-            raise ValueError("client= and output_path= are not available for a multi-output "
-                             "posterior yet; drop them.")
+        if output_path is not None:
+            raise ValueError("output_path= is not available for a multi-output posterior yet: "
+                             "drop it (client= spreads the chunks over a cluster), or explain "
+                             "one output's marginal, posterior.marginal(output).")
         return explain_multi_output(posterior, X, functional, explain_one=explain,
                                     outputs=outputs,
                                     return_cov="points" if points else return_cov,
-                                    chunk_size=chunk_size, caller=caller)
+                                    chunk_size=chunk_size, client=client, caller=caller)
     if outputs is not None:
         raise ValueError(f"outputs= applies to multi-output posteriors; {caller} got a "
                          f"single-output {type(posterior).__name__}.")

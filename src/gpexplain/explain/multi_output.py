@@ -48,7 +48,8 @@ __all__ = ["explain_multi_output"]
 
 
 def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_one, outputs,
-                         return_cov: bool, chunk_size, caller: str) -> MultiOutputAttribution:
+                         return_cov: bool, chunk_size, caller: str,
+                         client=None) -> MultiOutputAttribution:
     """Explain the selected outputs of ``posterior`` at X (see the module docstring).
 
     Parameters
@@ -66,7 +67,9 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
         posterior, the joint one across points, outputs and features
         (``MultiOutputAttribution.joint_point_cov``; None for independent outputs, whose
         blocks between outputs are zero by the model).
-    chunk_size, caller : as in ``gpexplain.explain._driver.explain``
+    chunk_size, caller, client : as in ``gpexplain.explain._driver.explain`` (on a cluster,
+        independent outputs' chunks run output after output; a coregionalised posterior's
+        chunks hold every output, and its covariances across points are evaluated there too)
 
     Returns
     -------
@@ -85,7 +88,7 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     if posterior.independent:
         parts = [
             explain_one(posterior.marginal(i), X, functional, return_cov=return_cov,
-                        chunk_size=chunk_size, caller=caller)
+                        chunk_size=chunk_size, client=client, caller=caller)
             for i in index
         ]
         return MultiOutputAttribution(parts, names, None, independent=True)
@@ -101,7 +104,8 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
         )
     context = (posterior, scheme, functional, index, marginals, return_cov)
     mean, cov, prediction, reference, difference_variance = concatenate_chunks(
-        iter_chunks(_coregionalized_chunk, context, X, chunk_size, training_rows=len(Z))
+        iter_chunks(_coregionalized_chunk, context, X, chunk_size, client=client,
+                    training_rows=len(Z))
     )
     parts = [
         finished_attribution(
@@ -118,10 +122,11 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     joint_point_cov = None
     if points:  # each output's own, through its marginal's representer form, and the joint
         parts = [replace(part, point_cov=PointCovariance(
-                     marginal, functional.bind(marginal.kernel, Z), functional, X))
+                     marginal, functional.bind(marginal.kernel, Z), functional, X,
+                     client=client))
                  for part, marginal in zip(parts, marginals, strict=True)]
         stacked = _StackedOutputs(posterior, scheme, functional, index)
-        joint_point_cov = PointCovariance(posterior, stacked, stacked, X)
+        joint_point_cov = PointCovariance(posterior, stacked, stacked, X, client=client)
     return MultiOutputAttribution(parts, names, cov, independent=False,
                                   joint_point_cov=joint_point_cov)
 

@@ -79,7 +79,7 @@ def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int,
         B = W @ W.T + torch.diag(log_v.exp())
         noise = _bounded(raw_noise, "noise").exp().repeat_interleave(n)
         gram = torch.kron(B, K) + torch.diag(noise)
-        L = torch.linalg.cholesky(gram)
+        L = _cholesky(gram)
         alpha = torch.cholesky_solve(ys[:, None], L)[:, 0]
         return 0.5 * ys @ alpha + torch.log(torch.diagonal(L)).sum() + 0.5 * len(ys) * np.log(
             2 * np.pi)
@@ -118,3 +118,24 @@ def _unbounded(log_value: np.ndarray, name: str) -> torch.Tensor:
     low, high = LOG_BOUNDS[name]
     fraction = (np.asarray(log_value, dtype=np.float64) - low) / (high - low)
     return torch.tensor(np.log(fraction / (1 - fraction)), requires_grad=True)
+
+
+def _cholesky(gram: torch.Tensor) -> torch.Tensor:
+    """Lower Cholesky factor of ``gram``, adding 1e-10 to 1e-4 times its mean diagonal where
+    it is not numerically positive definite: a line search may try B >> noise with a kernel
+    matrix whose rounding leaves it indefinite (a 40-row fit failed with torch's
+    ``_LinAlgError``). Silent, as the optimiser's trial points are not results; the posterior
+    built at the optimum says so if it needs jitter (``cholesky_with_jitter``)."""
+    factor, info = torch.linalg.cholesky_ex(gram)
+    scale = gram.diagonal().mean().detach()
+    for relative in (1e-10, 1e-8, 1e-6, 1e-4):
+        if int(info) == 0:
+            break
+        eye = torch.eye(len(gram), dtype=gram.dtype)
+        factor, info = torch.linalg.cholesky_ex(gram + relative * scale * eye)
+    if int(info) != 0:
+        raise np.linalg.LinAlgError(
+            "the ICM's kernel matrix is not positive definite even with jitter 1e-4 times its "
+            "mean diagonal during the fit; standardise or deduplicate the rows, or fit "
+            "multi_output='independent'.")
+    return factor
