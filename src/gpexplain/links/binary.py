@@ -258,11 +258,12 @@ class BinaryLink(Link):
         ``h_k = He_k / sqrt(k!)`` the orthonormal Hermite polynomials (B_k likewise for g and
         b). By Bessel's inequality the remainder after K terms is at most
         ``|rho|^K ||f|| ||g||`` (norms in L2(N(0, 1)), at most the suprema, <= 1 for every
-        sigma^(p) here), so K = ``series_terms(rho)`` bounds it by 1e-13: 8 terms at
-        rho = 0.02, 44 at 0.5, 1024 at 0.97. The projections are one-dimensional, computed
-        once per distinct (mean, variance) by a trapezoid rule in z on [-12, 12] whose step
-        resolves both sigma^(p)(m + s z) and h_k(z) phi(z) (``_hermite_table``); a pair then
-        costs K products. Weakly correlated pairs, most of a path rule's, cost microseconds.
+        sigma^(p) here), so K = ``series_terms(rho)`` bounds it by 1e-13 (rounded up to a
+        power of 2: 8 terms at rho = 0.02, 64 at 0.5, 1024 at 0.97). The projections are
+        one-dimensional, computed once per distinct (mean, variance) by a trapezoid rule in z
+        on [-12, 12] whose step resolves both sigma^(p)(m + s z) and h_k(z) phi(z)
+        (``_hermite_table``); a pair then costs K products. Weakly correlated pairs, most of
+        a path rule's, cost microseconds.
 
         **Tensor trapezoid rule** (stronger correlations): ``(a, b) = m + L (z, z')`` with L
         the Cholesky factor of the 2 x 2 covariance pivoted on the larger variance (so a
@@ -332,9 +333,7 @@ class BinaryLink(Link):
         scale = np.sqrt(var)
         used = len({o for order in orders for o in order})
         n_terms = series_terms(correlation)
-        step = 2.0 * np.pi / (_SERIES_BANDWIDTH * scale + np.sqrt(n_terms) + _SERIES_MARGIN)
-        series = (SECONDS_PER_SERIES_VALUE * 2 * used * n_terms
-                  * (np.ceil(_SERIES_HALF_WIDTH / step) + 1))
+        series = SECONDS_PER_SERIES_VALUE * 2 * used * _table_values(scale, n_terms)
         nodes = np.asarray(_PAIR_NODES)
         first = _first_rule(scale)
         rest = scale * np.sqrt(np.maximum(1.0 - correlation**2, 0.0))
@@ -377,10 +376,13 @@ class BinaryLink(Link):
         needed = max(max(order) for order in orders)
         used = sorted({o for order in orders for o in order})
         # The largest latent standard deviation, rounded up to a half power of 2: calls share
-        # their tables (the recurrence costs more than the projections of one call).
-        largest = np.sqrt(max(var_a.max(), var_b.max(), 1e-300))
-        z, weights, even, odd = _hermite_table(
-            float(2.0 ** (np.ceil(2.0 * np.log2(largest)) / 2.0)), int(n_terms))
+        # their tables (the recurrence costs more than the projections of one call), unless
+        # a table is large (very wide latents: its nodes grow with the standard deviation).
+        largest = float(2.0 ** (np.ceil(2.0 * np.log2(np.sqrt(max(var_a.max(), var_b.max(),
+                                                                   1e-300)))) / 2.0))
+        build = (_hermite_table if _table_values(largest, n_terms) <= _PAIR_BATCH
+                 else _hermite_table.__wrapped__)
+        z, weights, even, odd = build(largest, int(n_terms))
         centre = len(z) // 2
         out = np.empty((len(orders), len(mean_a)))
         batch = max(1, _PAIR_BATCH // (2 * (needed + 1) * max(n_terms, len(z))))
@@ -524,15 +526,24 @@ def series_terms(correlation) -> np.ndarray:
     return (2 ** np.ceil(np.log2(np.maximum(needed, 8.0)))).astype(int)
 
 
-@lru_cache(maxsize=64)
+def _series_step(largest_scale, n_terms):
+    """Step in z of the projections' trapezoid rule (the comment at ``_SERIES_BANDWIDTH``)."""
+    return 2.0 * np.pi / (_SERIES_BANDWIDTH * largest_scale + np.sqrt(n_terms) + _SERIES_MARGIN)
+
+
+def _table_values(largest_scale, n_terms):
+    """Values in ``_hermite_table``'s Hermite polynomials: terms times nodes z >= 0."""
+    return n_terms * (np.ceil(_SERIES_HALF_WIDTH / _series_step(largest_scale, n_terms)) + 1)
+
+
+@lru_cache(maxsize=32)
 def _hermite_table(largest_scale: float, n_terms: int):
     """The trapezoid rule of the Hermite projections for latent standard deviations up to
     ``largest_scale`` and ``n_terms`` terms: the nodes z (symmetric about 0), and on the nodes
     z >= 0 the weights ``step phi(z)`` (halved at 0, which both halves of the grid count) and
     the normalised Hermite polynomials ``h_k(z) = He_k(z) / sqrt(k!)`` of even and of odd k
     (each (n_terms / 2, nodes)), by their three-term recurrence (stable upwards)."""
-    step = 2.0 * np.pi / (_SERIES_BANDWIDTH * largest_scale + np.sqrt(n_terms)
-                          + _SERIES_MARGIN)
+    step = _series_step(largest_scale, n_terms)
     half = int(np.ceil(_SERIES_HALF_WIDTH / step))
     z = step * np.arange(-half, half + 1)
     right = z[half:]
