@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpexplain.cli import app
-from gpexplain.cli.reading import parse_baseline, parse_rows
+from gpexplain.cli.reading import format_rows, parse_baseline, parse_rows
 from gpexplain.datasets import load_dataset
 from gpexplain.models.families import FAMILIES
 
@@ -527,6 +527,14 @@ def test_bad_case_list_is_complete(tmp_path, small_csv):
 )
 def test_parse_rows(spec, expected):
     assert parse_rows(spec, 10) == expected
+
+
+@pytest.mark.parametrize(("rows", "spec"), [([4, 5, 6], "4:7"), ([3, 5], "3,5"),
+                                            ([9, 3, 4, 5], "9,3,4,5"), ([2], "2")])
+def test_format_rows_is_what_parse_rows_reads(rows, spec):
+    """The --rows words of a lost block of rows (issue 27 item 20) read back as those rows."""
+    assert format_rows(rows) == spec
+    assert parse_rows(spec, 10) == rows
 
 
 @pytest.mark.parametrize("spec", ["", "x", "1-3", "1:2:3", "3,10", "10:12", "4:4", "-2", "1.5"])

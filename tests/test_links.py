@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -240,6 +242,69 @@ def test_pair_expectations_match_mpmath_off_the_diagonal():
         *(np.array([v]) for v in (ma, mb, va, vb, cov)), orders=((2, 2),))[0, 0]
     assert value == pytest.approx(ref.pair_expectation("logit", 2, 2, ma, mb, va, vb, cov),
                                   abs=1e-13)
+
+
+def _logistic_derivative(order, f):
+    """sigma^(order)(f) for the reference below, written from sigma alone (scalar)."""
+    e = math.exp(-abs(f))
+    s = 1.0 / (1.0 + e) if f >= 0 else e / (1.0 + e)
+    slope = s * (1.0 - s)
+    return (s, slope, slope * (1.0 - 2.0 * s), slope * (1.0 - 6.0 * slope))[order]
+
+
+def _logit_pair_by_dblquad(p, q, ma, mb, va, vb, rho):
+    """``E[sigma^(p)(a) sigma^(q)(b)]``: scipy's adaptive ``dblquad`` of the product times
+    the bivariate normal density, over m +- 9 sd of each variable (clipped to +-40, where
+    sigma' and its derivatives are below 5e-18, for p, q >= 1). Returns (value, error
+    estimate)."""
+    from scipy.integrate import dblquad
+
+    sa, sb, det = math.sqrt(va), math.sqrt(vb), 1.0 - rho * rho
+    norm = 1.0 / (2.0 * math.pi * sa * sb * math.sqrt(det))
+
+    def integrand(w, u):
+        x, y = (u - ma) / sa, (w - mb) / sb
+        return (_logistic_derivative(p, u) * _logistic_derivative(q, w) * norm
+                * math.exp(-(x * x - 2.0 * rho * x * y + y * y) / (2.0 * det)))
+
+    def limits(m, s, order):
+        reach = 40.0 if order else math.inf
+        return max(m - 9.0 * s, -reach), min(m + 9.0 * s, reach)
+
+    return dblquad(integrand, *limits(ma, sa, p), *limits(mb, sb, q), epsabs=1e-14,
+                   epsrel=1e-12)
+
+
+@pytest.mark.parametrize("rho", [-0.99, -0.9, -0.5, 0.0, 0.3, 0.8, 0.96, 0.975, 0.99])
+@pytest.mark.parametrize(("ma", "mb", "va", "vb"), [(0.3, -0.4, 0.01, 0.02),
+                                                    (-1.1, 0.8, 1.0, 0.7),
+                                                    (1.5, 2.5, 100.0, 60.0)])
+def test_logit_pair_expectations_match_dblquad(ma, mb, va, vb, rho):
+    """Issue 27 item 9: Mehler's series (|rho| <= 0.97) and the tensor rule (above) against
+    scipy's adaptive 2-D quadrature of the bivariate normal density, every order the
+    covariance uses and the response product, to 1e-12 absolute (the rules' own tolerance)
+    plus dblquad's error estimate (itself required below 1e-12)."""
+    orders = (*links.PAIR_ORDERS, (0, 0))
+    cov = rho * math.sqrt(va * vb)
+    values = links.Logit().pair_expectations(
+        *(np.array([v]) for v in (ma, mb, va, vb, cov)), orders=orders)[:, 0]
+    for value, (p, q) in zip(values, orders, strict=True):
+        reference, error = _logit_pair_by_dblquad(p, q, ma, mb, va, vb, rho)
+        assert error < 1e-12
+        assert abs(value - reference) <= 1e-12 + error, (p, q, value - reference)
+
+
+def test_series_and_tensor_rule_agree_at_the_switch():
+    """Just below and just above SERIES_CORRELATION (the series and the tensor rule) the
+    expectations are continuous in the correlation to 1e-12 (their derivative in rho is
+    O(0.1))."""
+    from gpexplain.links.binary import SERIES_CORRELATION
+
+    rho = SERIES_CORRELATION * np.array([1.0, 1.0 + 1e-13])
+    va, vb = np.full(2, 19.0), np.full(2, 12.0)
+    values = links.Logit().pair_expectations(np.full(2, 0.4), np.full(2, -0.6), va, vb,
+                                             rho * np.sqrt(va * vb))
+    np.testing.assert_allclose(values[:, 0], values[:, 1], rtol=0, atol=1e-12)
 
 
 def test_probit_pair_response_is_the_bivariate_normal_cdf():

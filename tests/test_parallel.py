@@ -7,6 +7,7 @@ so the tests that use it are marked slow."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -360,11 +361,7 @@ def _closes_its_worker_with_rows_4_and_5(block, context):
     """Closes the (in-process) worker that computes the block holding row 4, and waits for
     it to go, so that the block's result never comes back."""
     if block[0, 0] == 8:
-        worker = distributed.get_worker()
-        worker.loop.add_callback(worker.close)
-        deadline = time.monotonic() + 10
-        while worker.status.name not in ("closing", "closed") and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _close_this_worker()
     return (block,)
 
 
@@ -386,6 +383,100 @@ def test_a_worker_lost_mid_run_names_the_rows_lost_in_process():
                  "2 block(s) before it were done", "fewer workers", "without a cluster"):
         assert part in message, message
     assert isinstance(caught.value.__cause__, distributed.client.FutureCancelledError)
+
+
+def _close_this_worker():
+    """Close the (in-process) worker running the caller's task and wait for it to go, so
+    that the task's result never comes back."""
+    worker = distributed.get_worker()
+    worker.loop.add_callback(worker.close)
+    deadline = time.monotonic() + 10
+    while worker.status.name not in ("closing", "closed") and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+# The blocks the in-process workers ran, in this process (a task's function is pickled by
+# reference, so it must be a module-level function to share this list).
+_BLOCKS_RUN = []
+_RUN_BLOCK = gx.parallel._run_block
+
+
+def _third_block_loses_its_worker(function, block, context, training_rows):
+    """``parallel._run_block``, closing its worker on the third block it is given."""
+    _BLOCKS_RUN.append(len(block))
+    if len(_BLOCKS_RUN) == 3:
+        time.sleep(0.5)  # the client fetches the second block's result first
+        _close_this_worker()
+    return _RUN_BLOCK(function, block, context, training_rows)
+
+
+class _Recorded(logging.Handler):
+    """Keeps the records distributed's loggers emit."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.mark.parametrize("option", ["--workers", "--dask-scheduler"])
+def test_command_line_words_a_lost_block_in_its_own_terms(option, tmp_path, monkeypatch):
+    """Issue 27 item 20: from the command line a lost worker's message named the Python
+    argument ``chunk_size=`` and the rows' positions within the ``--rows`` selection (here 4
+    to 5 for --rows 12,13), after distributed's own ERROR lines on stderr. Now: the
+    command's options, the rows as ``--rows`` takes them (and the file's data rows, which
+    ``--missing drop`` renumbered), and nothing from distributed's loggers. The cluster is
+    in-process (one worker, closed with the third block of two rows)."""
+    from typer.testing import CliRunner
+
+    from gpexplain import cli, parallel
+    from gpexplain.explain import _driver
+
+    def in_process(*args, **kwargs):
+        return LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                            dashboard_address=None)
+
+    LocalCluster = distributed.LocalCluster
+    scheduler = None
+    if option == "--workers":
+        monkeypatch.setattr(distributed, "LocalCluster", in_process)
+    else:
+        scheduler = in_process()
+        monkeypatch.setattr(parallel, "CONNECT_TIMEOUT_SECONDS", 30.0)
+    _BLOCKS_RUN.clear()
+    monkeypatch.setattr(parallel, "_run_block", _third_block_loses_its_worker)
+    monkeypatch.setattr(_driver, "default_chunk_size", lambda *args, **kwargs: 2)
+    data = tmp_path / "small.csv"
+    frame = pd.DataFrame(np.random.default_rng(3).normal(size=(20, 3)), columns=list("abc"))
+    frame.loc[1, "b"] = np.nan  # dropped: the data rows after it are one past their position
+    frame.assign(y=frame["a"]).to_csv(data, index=False)
+    recorded = _Recorded()
+    watched = [logging.getLogger(name) for name in ("distributed", "distributed.client")]
+    for logger in watched:
+        logger.addHandler(recorded)
+    try:
+        value = "2" if option == "--workers" else scheduler.scheduler_address
+        result = CliRunner().invoke(cli.app, [
+            "explain", str(data), "--target", "y", "--out", str(tmp_path / "out"),
+            "--missing", "drop", "--rows", "3,5,8,9,12,13", "--no-holdout", option, value])
+    finally:
+        for logger in watched:
+            logger.removeHandler(recorded)
+        if scheduler is not None:
+            scheduler.close()
+    assert result.exit_code == 2, result.output + repr(result.exception)
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    for part in ("lost block 3 of 3 (--rows 12,13 (data rows 13,14))",
+                 "2 block(s) before it were done",
+                 "fewer --workers (more memory each), or without --workers"
+                 if option == "--workers" else
+                 f"more memory per worker on the cluster at {value}, or without "
+                 "--dask-scheduler"):
+        assert part in line, line
+    assert "chunk_size" not in line
+    assert [str(r.getMessage()) for r in recorded.records] == []
 
 
 @pytest.mark.slow

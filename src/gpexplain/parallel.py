@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -28,6 +29,7 @@ from gpexplain._threads import native_threads
 
 __all__ = [
     "ClusterError",
+    "LostBlock",
     "check_client",
     "concatenate_chunks",
     "dask_client",
@@ -40,10 +42,63 @@ _MEMORY_BUDGET_BYTES = 256 * 2**20
 CONNECT_TIMEOUT_SECONDS = 10.0
 
 
+@dataclass(frozen=True)
+class LostBlock:
+    """What ``ClusterError`` knows of a block of points lost mid-run, for callers that word
+    it in their own terms (the command line names its ``--rows`` and options).
+
+    Attributes
+    ----------
+    block, n_blocks : int
+        The block (0-based) and how many there were.
+    done : int
+        Blocks before it whose results had come back.
+    points : range
+        Positions among the query points whose results the block held.
+    n_points : int
+        Query points in all.
+    held : str
+        What the block held of those points, a noun phrase ending in " of " (e.g.
+        "the covariance with the others of "), or "" for their results.
+    reason : str
+        distributed's exception and its causes, one line.
+    """
+
+    block: int
+    n_blocks: int
+    done: int
+    points: range
+    n_points: int
+    held: str
+    reason: str
+
+    def message(self, rows: str, remedies: str) -> str:
+        """The error's text, with the points worded as ``rows`` and what to rerun with as
+        ``remedies`` (the one wording of a lost block; callers choose the terms)."""
+        return (
+            f"the Dask cluster lost block {self.block + 1} of {self.n_blocks} ({self.held}"
+            f"{rows}) before its results came back ({self.reason}); {self.done} block(s) "
+            f"before it were done. A worker that dies is often out of memory: rerun with "
+            f"{remedies}"
+        )
+
+
 class ClusterError(RuntimeError):
     """The Dask cluster failed: it would not start, its scheduler could not be reached, or a
     worker (or the scheduler) was lost mid-run. The message says what failed and what to do;
-    ``__cause__`` is distributed's own exception."""
+    ``__cause__`` is distributed's own exception.
+
+    Attributes
+    ----------
+    lost : LostBlock or None
+        The block of points lost mid-run, when that is what failed.
+    """
+
+    def __init__(self, message: str, lost: LostBlock | None = None):
+        super().__init__(message)
+        self.lost = lost
+
+
 _ARRAYS_PER_ELEMENT = 8  # float64 arrays of size n_train * n_features alive per point
 
 
@@ -126,7 +181,8 @@ def iter_chunks(
     client=None,
     in_flight: int | None = None,
     training_rows: int = 0,
-    describe: Callable[[int, int], str] | None = None,
+    points: Callable[[int, int], range] | None = None,
+    held: str = "",
 ) -> Iterator[tuple]:
     """``function(block, context)`` for consecutive row blocks of X, yielded in order.
 
@@ -149,9 +205,11 @@ def iter_chunks(
         Rows of the posterior the blocks are computed against: each block runs with the
         native thread count ``gpexplain._threads.thread_count`` gives for it, here and on
         the workers alike.
-    describe : callable(start, stop) -> str, optional
-        What rows ``start:stop`` of X are, for the error that names the results a lost
-        worker took with it (default: "rows <start> to <stop - 1> of the <n> query points").
+    points : callable(start, stop) -> range, optional
+        The query points whose results rows ``start:stop`` of X hold, for the error that
+        names what a lost worker took with it (default: X's rows are the query points).
+    held : str
+        What the blocks hold of those points, for that error (``LostBlock.held``).
 
     Yields
     ------
@@ -176,11 +234,11 @@ def iter_chunks(
         for start in starts:
             yield _run_block(function, X[start : start + chunk_size], context, training_rows)
         return
-    if describe is None:
-        def describe(start, stop):
-            return f"rows {start} to {stop - 1} of the {len(X)} query points (0-based)"
+    if points is None:
+        def points(start, stop):
+            return range(start, stop)
     yield from _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight,
-                               training_rows, describe)
+                               training_rows, points, held)
 
 
 def _run_block(function, block, context, training_rows):
@@ -200,7 +258,7 @@ def _cluster_failures() -> tuple[type[BaseException], ...]:
 
 
 def _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight,
-                    training_rows, describe):
+                    training_rows, points, held):
     from distributed import as_completed
 
     if in_flight is None:
@@ -238,14 +296,14 @@ def _cluster_chunks(client, function, context, X, chunk_size, starts, in_flight,
                 results[block] = future.result()
             except failures as error:
                 start = starts[block]
-                raise ClusterError(
-                    f"the Dask cluster lost block {block + 1} of {len(starts)} "
-                    f"({describe(start, min(start + chunk_size, len(X)))}) before its results "
-                    f"came back ({_reason(error)}); {consumed} block(s) before it were done. A "
-                    "worker that dies is often out of memory: rerun with fewer workers (more "
-                    "memory each), smaller chunks (chunk_size=), or without a cluster "
-                    "(serially in this process)"
-                ) from error
+                lost = LostBlock(block, len(starts), consumed,
+                                 points(start, min(start + chunk_size, len(X))),
+                                 points(0, len(X)).stop, held, _reason(error))
+                raise ClusterError(lost.message(
+                    f"rows {lost.points.start} to {lost.points.stop - 1} of the "
+                    f"{lost.n_points} query points (0-based)",
+                    "fewer workers (more memory each), smaller chunks (chunk_size=), or "
+                    "without a cluster (serially in this process)"), lost) from error
             future.release()
             while consumed in results:
                 yield results.pop(consumed)

@@ -14,9 +14,10 @@ a progress display) and the task's ``write``.
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -205,6 +206,7 @@ def _open_cluster(progress: Progress | PlainProgress, stack: ExitStack, executor
     with ``stack``; a cluster that cannot be reached or started exits with code 2."""
     if executor == (None, None):
         return None
+    stack.enter_context(_quiet_distributed())
     scheduler, workers = executor
     bar = progress.add_task(
         f"Connecting to the Dask scheduler at {scheduler}" if scheduler is not None
@@ -216,6 +218,59 @@ def _open_cluster(progress: Progress | PlainProgress, stack: ExitStack, executor
         fail(str(error))
     progress.update(bar, completed=1, total=1)
     return client
+
+
+@contextmanager
+def _quiet_distributed():
+    """distributed's own log lines silenced while the cluster runs (a lost worker's ERROR
+    lines, shutdown notices on stderr before the command's one-line message); the
+    command line says what failed. Its loggers that exist are disabled and the parent of any
+    made later is raised past CRITICAL; both are restored afterwards. Other loggers are left
+    alone."""
+    try:
+        import distributed  # noqa: F401  (its loggers exist once it is imported)
+    except ImportError:  # dask_client says so
+        yield
+        return
+    names = [name for name in list(logging.root.manager.loggerDict)
+             if name == "distributed" or name.startswith("distributed.")]
+    loggers = [logging.getLogger(name) for name in names]
+    saved_state = [(logger, logger.disabled) for logger in loggers]
+    parent = logging.getLogger("distributed")
+    level = parent.level
+    for logger in loggers:
+        logger.disabled = True
+    parent.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        parent.setLevel(level)
+        for logger, disabled in saved_state:
+            logger.disabled = disabled
+
+
+def _explain_on_cluster(work, data: Prepared, executor):
+    """``work()``, a lost block of rows worded for the command line: its rows as ``--rows``
+    positions (and the file's row labels where ``--missing drop`` renumbered them) and the
+    options that help, in place of the API's terms (ClusterError)."""
+    try:
+        return work()
+    except ClusterError as error:
+        lost = error.lost
+        if lost is None:
+            raise
+        positions = [data.positions[i] for i in lost.points]
+        rows = f"--rows {reading.format_rows(positions)}"
+        labels = reading.row_labels(data.X, positions)
+        if labels != positions:
+            rows += f" (data rows {reading.format_rows(labels)})"
+        scheduler, workers = executor
+        remedies = (
+            "fewer --workers (more memory each), or without --workers (serially in this "
+            "process)" if workers is not None else
+            f"more memory per worker on the cluster at {scheduler}, or without "
+            "--dask-scheduler (serially in this process)")
+        raise ClusterError(lost.message(rows, remedies), lost) from error
 
 
 def fit_and_explain(request: Request, data: Prepared, stderr: Console):
@@ -261,8 +316,10 @@ def fit_and_explain(request: Request, data: Prepared, stderr: Console):
             holdout["skipped"] = "model loaded with --model-from"
         explanation, timings["explain"] = _stage(
             progress, f"Explaining {len(data.positions)} row(s)",
-            lambda callback: handler.explain(choice, model, data.X_model, data.X, data.positions,
-                                             data.baseline, data.encoder, client),
+            lambda callback: _explain_on_cluster(
+                lambda: handler.explain(choice, model, data.X_model, data.X, data.positions,
+                                        data.baseline, data.encoder, client),
+                data, request.executor),
         )
         cluster.close()  # the variance and held-out stages run in this process
         variance = None

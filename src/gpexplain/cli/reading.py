@@ -100,6 +100,16 @@ def parse_rows(spec: str, n_rows: int) -> list[int]:
     return list(dict.fromkeys(positions))
 
 
+def format_rows(rows: list) -> str:
+    """Rows as a ``--rows`` specification (``parse_rows``'s inverse): ``START:STOP`` for three
+    or more consecutive positions, else a comma-separated list; past 10 entries the list ends
+    in ``...`` (labels that are not positions are listed)."""
+    if len(rows) >= 3 and all(isinstance(r, int) for r in rows) and rows == list(
+            range(rows[0], rows[0] + len(rows))):
+        return f"{rows[0]}:{rows[-1] + 1}"
+    return ",".join(map(str, rows[:10])) + (",..." if len(rows) > 10 else "")
+
+
 def parse_baseline(spec: str, X: pd.DataFrame,
                    encoder=None) -> tuple[str | np.ndarray, str]:
     """Baseline for ``integrated_gradients`` from a ``--baseline`` specification.

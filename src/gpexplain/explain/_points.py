@@ -218,14 +218,13 @@ class PointCovariance(BlockMatrix):
         starts = np.arange(0, self.n_points, self.block_size)[:, None]
         task = (self._with_cross(), self.n_points, self.block_size)
 
-        def describe(first: int, stop: int) -> str:  # blocks first:stop of ``starts``
-            last = min(int(starts[stop - 1, 0]) + self.block_size, self.n_points) - 1
-            return (f"the covariance of points {int(starts[first, 0])} to {last} with the "
-                    f"others, of {self.n_points} points")
+        def points(first: int, stop: int) -> range:  # blocks first:stop of ``starts``
+            return range(int(starts[first, 0]),
+                         min(int(starts[stop - 1, 0]) + self.block_size, self.n_points))
 
         for (row,), start1 in zip(
-            iter_chunks(_row_block_chunk, task, starts, 1, client=self.client,
-                        describe=describe),
+            iter_chunks(_row_block_chunk, task, starts, 1, client=self.client, points=points,
+                        held="the covariance with the others of "),
             starts[:, 0], strict=True,
         ):
             for start2, block in row:

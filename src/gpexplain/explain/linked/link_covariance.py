@@ -47,13 +47,16 @@ The latent may be a linear combination ``sum_i c_i f_i`` of independent latent p
 ``sum_i c_i^2`` (covariances) of each term's. A 2-class softmax is the logistic of
 ``f_c - f_other`` (``S_c(f) = sigma(f_c - f_other)``), so its covariance is this one.
 
-Cost per point and rule: G^2 node pairs, each a 2-D quadrature (logit) and O(d^2) work, plus
-one kernel Hessian per pair for GPyTorch kernels. The 2-D quadrature's grid grows with the
-latent variance (``BinaryLink.pair_expectation_seconds``: 0.1 s per pair at variance 100), so
-the rules are priced before they run from the largest variance along the path, and the
-doubling stops before a rule that would take the point past ``MAX_QUADRATURE_SECONDS`` (the
-quadrature schemes' limit; a ``CompletenessWarning`` states the estimate, and the driver's the
-measured gap). The first rule always runs: its 36 pairs cost at most ~3 s.
+Cost per point and rule: G^2 node pairs, each a bivariate link expectation (logit: Mehler's
+series where the pair's latents are correlated up to 0.97, microseconds; a 2-D quadrature
+above) and O(d^2) work, plus one kernel Hessian per pair for GPyTorch kernels. The 2-D
+quadrature's grid grows with the latent variance, and before a rule runs its pairs'
+correlations are not known, so each pair is priced at the dearest
+(``BinaryLink.pair_expectation_seconds`` with no correlation: 6.6 ms at variance 100) from the
+largest variance along the path, and the doubling stops before a rule that would take the
+point past ``MAX_QUADRATURE_SECONDS`` (the quadrature schemes' limit; a
+``CompletenessWarning`` states the estimate, and the driver's the measured gap). The first
+rule always runs: its 36 pairs are priced under 0.5 s up to variance 400.
 
 One point is processed at a time; memory is the (G, d, n_basis) gradient cross term of its
 path plus bounded blocks (32 MiB for the weighted gradient covariance, about 100 MiB for the

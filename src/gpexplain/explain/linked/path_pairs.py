@@ -46,6 +46,7 @@ import numpy as np
 from gpexplain.functionals.quadrature import quadrature_rule
 from gpexplain.kernels.rbf import RBF
 from gpexplain.links import PAIR_ORDERS
+from gpexplain.links.binary import pair_correlation
 
 __all__ = ["MAX_PANEL", "PANEL_NODES", "SHORT_STEP", "path_step_scale", "pair_rule_covariance",
            "pair_rule_seconds"]
@@ -165,22 +166,37 @@ def rule_positions(terms, x, baseline, scale, n_nodes):
 
 
 def pair_rule_seconds(link, terms, x, baseline, scale, variance):
-    """Estimated seconds of each rule of ``PANEL_NODES`` at one point: its correlated pairs
-    (each outer node with the inner nodes within 16 ``scale`` of it, plus the pairs of nodes
-    within 16 ``scale`` of a cut) times the bivariate expectations' cost at ``variance``, plus
-    the array work, ``_SECONDS_PER_PAIR_VALUE`` per node pair, feature and basis point (the
-    whole cost of a closed-form link: many cuts, e.g. a short-lengthscale numeric feature
-    with training points all along the path, multiply the panels)."""
-    per_pair = float(link.pair_expectation_seconds(np.asarray(variance)))
+    """Estimated seconds of each rule of ``PANEL_NODES`` at one point: the bivariate link
+    expectations of its correlated pairs plus the array work, ``_SECONDS_PER_PAIR_VALUE`` per
+    node pair, feature and basis point (the whole cost of a closed-form link: many cuts, e.g.
+    a short-lengthscale numeric feature with training points all along the path, multiply
+    the panels).
+
+    The pairs and their correlations, which set each pair's cost
+    (``BinaryLink.pair_expectation_seconds``): on the ridge, every outer node with the inner
+    nodes within 16 ``scale`` of it, correlated at most as the prior along the path,
+    ``exp(-(s - t)^2 / (2 scale^2))``, at the largest latent ``variance`` along it; near the
+    cuts, where the data correlate the latent, the pairs of outer nodes within 16 ``scale``
+    of a cut, at their posterior correlation and variances."""
     n_values = len(x) * sum(term.posterior.train_inputs.shape[0] for term in terms)
     seconds = []
     for n_nodes in PANEL_NODES:
         outer, _, cuts = rule_positions(terms, x, baseline, scale, n_nodes)
-        inner = len(_panel_rule(_graded_edges(np.append(cuts, 0.5), scale), n_nodes)[0])
-        near_ridge = 2 * 5 * n_nodes  # panels of widths scale .. 16 scale on each side
-        near_cut = np.sum(np.min(np.abs(outer[:, None] - cuts[None, :]), 1) < 16 * scale)
-        seconds.append(per_pair * (len(outer) * near_ridge + near_cut**2)
-                       + _SECONDS_PER_PAIR_VALUE * len(outer) * inner * n_values)
+        inner = _panel_rule(_graded_edges(np.append(cuts, 0.5), scale), n_nodes)[0]
+        ridge = inner[np.abs(inner - 0.5) < 16 * scale]
+        prior = np.exp(-0.5 * ((ridge - 0.5) / scale) ** 2)
+        ridge_seconds = np.sum(link.pair_expectation_seconds(np.full(len(ridge), variance),
+                                                             correlation=prior))
+        near = outer[np.min(np.abs(outer[:, None] - cuts[None, :]), 1) < 16 * scale]
+        path = baseline + near[:, None] * (x - baseline)
+        cov = sum(term.coefficient**2 * term.posterior.predict(path, return_cov=True)[1]
+                  for term in terms)
+        sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        larger = np.maximum(sd[:, None], sd[None, :]) ** 2
+        cut_seconds = np.sum(link.pair_expectation_seconds(
+            larger, correlation=pair_correlation(sd[:, None] ** 2, sd[None, :] ** 2, cov)))
+        seconds.append(len(outer) * ridge_seconds + cut_seconds
+                       + _SECONDS_PER_PAIR_VALUE * len(outer) * len(inner) * n_values)
     return np.array(seconds)
 
 
