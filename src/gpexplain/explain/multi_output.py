@@ -97,6 +97,9 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     return_cov = True if points else return_cov
     marginals = [posterior.marginal(i) for i in index]
     Z = posterior.train_inputs
+    # What an output's marginal cannot be explained by (an LMC output's term form) is refused
+    # by name before any work; the joint terms then bind each term's input kernel.
+    functional.bind(marginals[0].kernel, Z)
     terms = output_terms(posterior, functional, index)
     X = posterior.check_inputs(X)
     if chunk_size is None:

@@ -66,7 +66,7 @@ from gpexplain.functionals.product_shapley import (
     multilinear_shapley,
     not_product_message,
 )
-from gpexplain.functionals.terms import CoregionalTerms
+from gpexplain.functionals.terms import CoregionalTerms, not_built_message
 from gpexplain.global_attribution import GlobalSensitivity, MultiOutputSensitivity
 from gpexplain.kernels.measures import Gaussian, check_measure
 from gpexplain.kernels.product import product_structure
@@ -200,13 +200,8 @@ def global_sensitivity(
             "gx.RandomFeatureGPRegressor(n_models=1))."
         )
     n_basis, n_features = posterior.train_inputs.shape
-    if isinstance(posterior.kernel, CoregionalTerms):
-        raise TypeError(
-            "global_sensitivity is not available for an output of a linear model of "
-            "coregionalisation yet: its Sobol indices are quadratic forms of a sum of "
-            "product-kernel terms with different weights, which are not built. "
-            + posterior.kernel.explanation_hint
-        )
+    if isinstance(posterior.kernel, CoregionalTerms):  # quadratic forms of a sum of terms
+        raise TypeError(not_built_message("global_sensitivity"))
     structure = product_structure(posterior.kernel, n_features)
     if structure is None:
         raise TypeError(not_product_message(posterior.kernel, "global Sobol indices"))

@@ -33,6 +33,7 @@ from gpexplain.functionals.function_shapley import function_shapley_values
 from gpexplain.functionals.games import GAMES
 from gpexplain.functionals.integrated_gradient import _refuse_matern_half
 from gpexplain.functionals.product_shapley import not_product_message
+from gpexplain.functionals.terms import CoregionalTerms, not_built_message
 from gpexplain.functionals.variance import (
     StructureKernel,
     product_measure_variance,
@@ -134,6 +135,8 @@ def explain_variance(
             "gx.GPRegressor, gx.SparseGPRegressor, gx.ExactPosterior); the variance of a "
             "MixturePosterior is not one quadratic form: explain its components."
         )
+    if isinstance(posterior.kernel, CoregionalTerms):  # s2(x) of a sum of terms
+        raise TypeError(not_built_message("explain_variance"))
     structure = product_structure(posterior.kernel, posterior.n_features)
     if method == "shapley" and what == "std":
         result = _std_shapley(posterior, X, game, baseline, background, measure)

@@ -41,8 +41,9 @@ from gpexplain.functionals.base import LinearFunctional, Scheme
 from gpexplain.functionals.gradient import Gradient
 from gpexplain.functionals.integrated_gradient import IntegratedGradient
 from gpexplain.functionals.product_shapley import ProductShapley
+from gpexplain.kernels.base import Kernel
 
-__all__ = ["CoregionalTerms", "TermScheme", "TermSum", "sum_terms"]
+__all__ = ["CoregionalTerms", "TermScheme", "TermSum", "not_built_message", "sum_terms"]
 
 EXPLAINABLE = ("gx.integrated_gradients", "gx.gradients",
                "gx.shapley_values (game='baseline' or 'interventional')")
@@ -58,14 +59,25 @@ def sum_terms(values):
     return total
 
 
-class CoregionalTerms:
+def not_built_message(what: str) -> str:
+    """The ``TypeError`` message of an explanation not built for an LMC output's term form
+    (``what``, e.g. "global_sensitivity"), naming the explanations that are."""
+    return (
+        f"{what} is not available for an output of a linear model of coregionalisation yet "
+        "(it is not a linear functional of f, and its term-by-term form is not built); "
+        f"available: {', '.join(EXPLAINABLE)}."
+    )
+
+
+class CoregionalTerms(Kernel):
     """The kernel of one output i of a linear model of coregionalisation, in term form.
 
     As a covariance function it is output i's prior kernel ``k_i(x, x') = sum_q B^q_ii
     k_q(x, x')``; its cross covariance with the posterior's basis points is
     ``cross(X, Z)[p, n] = sum_q B^q[i, task_n] k_q(x_p, z_n)`` (weights per basis point, so
-    it belongs to one posterior). Not a ``gpexplain.kernels.Kernel``: schemes registered for
-    a generic kernel (quadrature on ``k(x, Z)``) would miss the per-term weights.
+    it belongs to one posterior). Integrated gradients, gradients and product-kernel Shapley
+    values are registered for it here (``TermScheme``); the generic quadrature schemes of
+    ``Kernel`` never apply, since it has no GPyTorch view (``torch_kernel`` refuses).
 
     Parameters
     ----------
@@ -73,8 +85,9 @@ class CoregionalTerms:
         The input kernels k_q.
     prior_weights : array-like (Q,)
         ``B^q_ii``, each >= 0.
-    cross_weights : array-like (Q, n_basis)
-        ``B^q[i, task_n]``.
+    cross_weights : array-like (Q, n_basis) or (Q, 1)
+        ``B^q[i, task_n]``; one column: the same weight at every basis point (then the cross
+        covariance is ``sum_q w_q k_q(X, Z)`` for any Z).
 
     Raises
     ------
@@ -91,14 +104,14 @@ class CoregionalTerms:
         self.kernels = list(kernels)
         n_terms = len(self.kernels)
         self.prior_weights = np.asarray(prior_weights, dtype=np.float64).reshape(-1)
-        self.cross_weights = np.atleast_2d(np.asarray(cross_weights, dtype=np.float64))
-        if n_terms < 1 or self.prior_weights.shape != (n_terms,) or len(self.cross_weights) != (
-            n_terms
+        self.cross_weights = np.asarray(cross_weights, dtype=np.float64)
+        if n_terms < 1 or self.prior_weights.shape != (n_terms,) or (
+            self.cross_weights.ndim != 2 or len(self.cross_weights) != n_terms
         ):
             raise ValueError(
                 f"CoregionalTerms needs Q >= 1 kernels, prior_weights (Q,) and cross_weights "
-                f"(Q, n_basis); got {n_terms} kernels, prior_weights {self.prior_weights.shape}"
-                f", cross_weights {self.cross_weights.shape}."
+                f"(Q, n_basis) or (Q, 1); got {n_terms} kernels, prior_weights "
+                f"{self.prior_weights.shape}, cross_weights {self.cross_weights.shape}."
             )
         if not (np.all(np.isfinite(self.prior_weights)) and np.all(self.prior_weights >= 0)
                 and np.all(np.isfinite(self.cross_weights))):
