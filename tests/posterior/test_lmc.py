@@ -80,7 +80,7 @@ def test_lmc_predictions_and_likelihood_equal_the_conditioned_joint_gaussian(t):
         np.testing.assert_allclose(cov[p], block, rtol=1e-9, atol=1e-12)
     assert np.abs(cov[:, 0, 1]).max() > 1e-3  # the outputs are correlated a posteriori
     assert posterior.log_marginal_likelihood() == pytest.approx(ref_lml, rel=1e-10)
-    assert posterior.output_names == [f"y{i}" for i in range(t)] and posterior.n_terms == 2
+    assert posterior.output_names == [f"y{i}" for i in range(t)] and posterior.n_components == 2
 
 
 def test_lmc_marginal_is_one_output_with_its_covariance_across_points():

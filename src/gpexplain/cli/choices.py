@@ -88,7 +88,7 @@ class Choice:
     options: dict = field(default_factory=dict)
     n_inducing_given: bool = False
     multi_output: str = MULTI_OUTPUT_CHOICES[0]
-    rank: int | None = None  # --rank of --multi-output icm (None: full rank)
+    rank: int | None = None  # --rank of --multi-output icm or lmc (None: full rank)
     device: str | None = None  # --device of --model exact (None: NumPy on the CPU)
 
     @property
@@ -183,15 +183,16 @@ def check_choice(
 
 def _check_device(device: str, model: str, multi_output: str) -> None:
     """ValueError for a ``--device`` torch does not know or this machine lacks, or given
-    where no posterior runs on a device (another --model, or --multi-output icm)."""
+    where no posterior runs on a device (another --model, or a coregionalised
+    --multi-output: icm, lmc)."""
     from gpexplain.posterior.device import check_device
 
     if "device" not in family(model).options:
         raise ValueError(f"--device applies to --model {_taking('device')} (the exact GP's "
                          f"conditioning and solves), not to --model {model}")
-    if multi_output == "icm":
-        raise ValueError("--device does not apply to --multi-output icm yet (its posterior is "
-                         "NumPy on the CPU)")
+    if multi_output != MULTI_OUTPUT_CHOICES[0]:
+        raise ValueError(f"--device does not apply to --multi-output {multi_output} yet (its "
+                         "posterior is NumPy on the CPU)")
     try:
         check_device(device)
     except ValueError as error:
@@ -200,15 +201,16 @@ def _check_device(device: str, model: str, multi_output: str) -> None:
 
 def _check_rank(rank, multi_output: str) -> None:
     """ValueError for a ``--rank`` that is not a positive integer, or given without
-    ``--multi-output icm`` (independent outputs have no coregionalisation matrix)."""
+    a coregionalised ``--multi-output`` (icm, lmc; independent outputs have no
+    coregionalisation matrix)."""
     if rank is None:
         return
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise ValueError(f"--rank must be a positive integer (the rank of the ICM's "
                          f"coregionalisation matrix), got {rank!r}")
-    if multi_output != "icm":
-        raise ValueError(f"--rank applies to --multi-output icm (the rank of its "
-                         f"coregionalisation matrix B = W W^T + diag(v)), not to "
+    if multi_output == MULTI_OUTPUT_CHOICES[0]:
+        raise ValueError(f"--rank applies to --multi-output icm or lmc (the rank of the "
+                         f"coregionalisation matrices B = W W^T + diag(v)), not to "
                          f"--multi-output {multi_output}")
 
 

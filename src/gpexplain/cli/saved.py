@@ -109,8 +109,9 @@ def load_model(directory: Path, method: str, game: str | None = None,
     outputs = getattr(model, "output_names_", None)
     # A model of several targets: its form is the estimator's own parameter.
     multi_output = model.multi_output if outputs is not None else MULTI_OUTPUT_CHOICES[0]
-    # Its --rank too (an ICM's only: independent outputs ignore the parameter).
-    rank = model.rank if outputs is not None and multi_output == "icm" else None
+    # Its --rank too (a coregionalised model's only: independent outputs ignore it).
+    rank = (model.rank if outputs is not None and multi_output != MULTI_OUTPUT_CHOICES[0]
+            else None)
     # The --model option: the family's own, or for the classifier the one cli.json names.
     options = entry.cli_names or (name,)
     option = record.get("model") if record.get("model") in options else options[0]

@@ -96,7 +96,8 @@ class LMCPosterior(TaskAugmentedPosterior):
                 f"kernels={self.kernels!r})")
 
     @property
-    def n_terms(self) -> int:
+    def n_components(self) -> int:
+        """Q, the number of terms."""
         return len(self.kernels)
 
     @property
