@@ -38,30 +38,44 @@ def lmc():
     return posterior, model, Xq
 
 
-def _moments(model, cross, prior):
-    """Mean (t, D) and joint covariance (t, D, t, D) of ``cross`` (t, D, N), ``prior``."""
-    t, D, N = cross.shape
-    mean = cross @ model.weights()
-    flat = cross.reshape(t * D, N)
-    cov = prior.reshape(t * D, t * D) - flat @ model.inverse() @ flat.T
-    return mean, cov.reshape(t, D, t, D)
+def _derivative_functional(model, centres, W):
+    """``L_a f_i(point p) = sum_k W[p, k, a] d/dx_a f_i(centres[k])``: mean (m, t, D) and
+    covariance (m, t, D, m, t, D) under the reference posterior (closed-form derivative terms,
+    explicit inverse)."""
+    cross, prior = derivative_terms(model, centres, centres)  # (t, K, D, N), (t, K, D, t, K, D)
+    C = np.einsum("pka,tkan->ptan", W, cross)
+    P = np.einsum("pka,qlb,ikajlb->piaqjb", W, W, prior)
+    m, t, D, N = C.shape
+    flat = C.reshape(m * t * D, N)
+    cov = P.reshape(m * t * D, m * t * D) - flat @ model.inverse() @ flat.T
+    return C @ model.weights(), cov.reshape(m, t, D, m, t, D)
 
 
-def _reference_gradients(model, x):
-    cross, prior = derivative_terms(model, x[None], x[None])
-    return _moments(model, cross[:, 0], prior[:, 0, :, :, 0, :])
+def _reference_gradients_at(model, X):
+    return _derivative_functional(model, X, np.ones((len(X), 1, X.shape[1])) * np.eye(len(X))[
+        :, :, None])
 
 
-def _reference_integrated_gradients(model, x, baseline, n_nodes=64):
+def _reference_integrated_gradients_at(model, X, baseline, n_nodes=64):
     nodes, weights = np.polynomial.legendre.leggauss(n_nodes)
     nodes, weights = 0.5 * (nodes + 1), 0.5 * weights
-    path = baseline + nodes[:, None] * (x - baseline)
-    cross, prior = derivative_terms(model, path, path)  # (t, k, d, N), (t, k, d, t, l, d)
-    delta = x - baseline
-    cross = delta[None, :, None] * np.einsum("k,tkdn->tdn", weights, cross)
-    prior = (delta[None, :, None, None] * delta[None, None, None, :]
-             * np.einsum("k,l,ikajlb->iajb", weights, weights, prior))
-    return _moments(model, cross, prior)
+    paths = baseline + nodes[None, :, None] * (X - baseline)[:, None, :]  # (m, k, D)
+    m, D = X.shape
+    W = np.zeros((m, m * n_nodes, D))
+    for p in range(m):
+        W[p, p * n_nodes:(p + 1) * n_nodes] = weights[:, None] * (X[p] - baseline)
+    return _derivative_functional(model, paths.reshape(-1, D), W)
+
+
+def _at_one_point(reference):
+    def one(model, x, *args):
+        mean, cov = reference(model, x[None], *args)
+        return mean[0], cov[0, :, :, 0]
+    return one
+
+
+_reference_gradients = _at_one_point(_reference_gradients_at)
+_reference_integrated_gradients = _at_one_point(_reference_integrated_gradients_at)
 
 
 def _shapley_matrix(x, baseline):
@@ -123,6 +137,29 @@ def test_lmc_explanations_equal_the_sum_over_terms_per_output_and_across_outputs
                                        atol=1e-9 * np.abs(cov).max())
         assert np.abs(cov[0, :, 1, :]).max() > 0.05 * np.abs(cov).max()  # correlated outputs
     assert worst_mean < 1e-9 and worst_cov < 1e-9, (worst_mean, worst_cov)
+
+
+@pytest.mark.parametrize("method", ["gradients", "integrated_gradients"])
+def test_lmc_covariance_across_points_and_outputs_equals_the_reference(lmc, method):
+    """``joint_point_cov`` (points x outputs x features) of two points against the reference
+    functional of the joint posterior, the blocks between other outputs at other points
+    included; each output's ``point_cov`` is its diagonal output block."""
+    posterior, model, Xq = lmc
+    X, baseline = Xq[:2], model.X.mean(0)
+    if method == "gradients":
+        result = gx.gradients(posterior, X, return_cov="points")
+        mean, cov = _reference_gradients_at(model, X)
+    else:
+        result = gx.integrated_gradients(posterior, X, baseline=baseline, return_cov="points")
+        mean, cov = _reference_integrated_gradients_at(model, X, baseline)
+    exact = result.point_cov_dense()  # (p, i, a, q, j, b)
+    scale = np.abs(cov).max()
+    np.testing.assert_allclose(result.mean, mean, atol=1e-9 * np.abs(mean).max())
+    np.testing.assert_allclose(exact, cov, rtol=0, atol=1e-9 * scale)
+    assert np.abs(cov[0, 0, :, 1, 1, :]).max() > 0.01 * scale  # other output, other point
+    for i, name in enumerate(NAMES):
+        own = result[name].point_cov.dense()  # (p, a, q, b)
+        np.testing.assert_allclose(own, cov[:, i, :, :, i, :], rtol=0, atol=1e-9 * scale)
 
 
 def test_lmc_marginal_explanations_are_the_joint_ones(lmc):

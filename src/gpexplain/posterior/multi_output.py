@@ -27,6 +27,13 @@ Two forms, both with ``output_names`` and a ``marginal(i)`` that is an ordinary 
 The marginal of output i of the ICM is a single-output posterior in representer form with
 kernel ``B_ii k``, basis points the augmented inputs, ``alpha = (B[i, task] / B_ii) a`` and
 quadratic form ``(left r) Q (right r)^T`` with ``r = B[i, task] / B_ii``.
+
+``TaskAugmentedPosterior`` holds what the ICM shares with the linear model of
+coregionalisation (``gpexplain.posterior.lmc.LMCPosterior``, a sum of Q such terms with their
+own kernels): the validated task-augmented data, ``K = sum_q B^q[task, task] * k_q(X, X) +
+diag(noise)`` and its Cholesky factor, ``a``, the quadratic form, the log marginal likelihood
+and the covariance across outputs at a point, all over its ``coregionalization_terms``
+(``[(k, B)]`` for the ICM).
 """
 
 from __future__ import annotations
