@@ -5,8 +5,10 @@ derivatives written there; no library code):
 * gradients: the closed-form derivative cross and prior terms summed over the two terms;
 * integrated gradients: the same terms integrated along the path by 64-node Gauss-Legendre
   (round-off for these smooth integrands), mean and covariance across features and outputs;
-* Shapley values (baseline game): brute force over the 2^d coalitions, a linear combination
-  of the joint posterior of all outputs at the hybrid points (exact, no quadrature);
+* Shapley values (baseline and interventional games): brute force over the 2^d coalitions
+  (and the background rows), a linear combination of the joint posterior of all outputs at
+  the hybrid points (exact, no quadrature);
+* the covariance across points, outputs and features (``return_cov="points"``);
 * Monte Carlo over joint posterior samples of all outputs for the cross-output covariance
   (|z| < 5 per entry), completeness per output against the reference posterior mean;
 * what the term form cannot give yet is refused by name.
@@ -25,6 +27,7 @@ import gpexplain as gx
 from tests.reference.lmc import derivative_terms, joint_moments, problem
 
 NAMES = ["yield", "cost"]
+BACKGROUND = np.array([[0.2, -0.5, 0.1], [-0.7, 0.3, 0.8], [1.0, 0.4, -0.6]])
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +100,15 @@ def _shapley_matrix(x, baseline):
     return points, W
 
 
-def _reference_shapley(model, x, baseline):
-    points, W = _shapley_matrix(x, baseline)
-    mean, cov = joint_moments(model, points)  # (t, 2^d), (t 2^d, t 2^d)
+def _reference_shapley(model, x, references):
+    """Shapley values of ``v(S) = mean_r f(x_S, r_-S)`` over the rows of ``references`` (one
+    row: the baseline game): the average of each row's linear combination, over the joint
+    posterior of all outputs at every row's hybrid points."""
+    references = np.atleast_2d(references)
+    parts = [_shapley_matrix(x, reference) for reference in references]
+    points = np.vstack([part[0] for part in parts])
+    W = np.hstack([part[1] for part in parts]) / len(references)
+    mean, cov = joint_moments(model, points)  # (t, K), (t K, t K)
     t = model.n_outputs
     big = np.kron(np.eye(t), W)
     return mean @ W.T, (big @ cov @ big.T).reshape(t, len(x), t, len(x))
@@ -112,6 +121,9 @@ REFERENCES = {
                              _reference_integrated_gradients),
     "shapley_values": (lambda p, X, b: gx.shapley_values(p, X, baseline=b),
                        _reference_shapley),
+    "shapley_values_interventional": (
+        lambda p, X, b: gx.shapley_values(p, X, background=BACKGROUND),
+        lambda model, x, b: _reference_shapley(model, x, BACKGROUND)),
 }
 
 

@@ -98,3 +98,14 @@ def test_lmc_parameters_are_validated_by_name(data):
         gx.GPRegressor(multi_output="lmc", rank=3).fit(X, Y)
     with pytest.raises(ValueError, match="multi_output='lmc' fits an ARD squared-exponential"):
         gx.GPRegressor(multi_output="lmc", kernel="isotropic").fit(X, Y)
+
+
+def test_one_component_lmc_fit_is_the_icm_fit(data, fits):
+    X, Y = data
+    _, icm = fits
+    one = gx.GPRegressor(multi_output="lmc", n_components=1).fit(X, Y)
+    assert one.log_marginal_likelihood_value_ == icm.log_marginal_likelihood_value_
+    np.testing.assert_array_equal(one.coregionalization_[0], icm.coregionalization_)
+    for ours, theirs in zip(one.predict(X[:5], return_std=True),
+                            icm.predict(X[:5], return_std=True), strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
