@@ -261,3 +261,24 @@ def test_what_the_term_form_cannot_give_is_refused_by_name(lmc):
         gx.global_sensitivity(posterior)
     with pytest.raises(TypeError, match=works):
         gx.explain_variance(posterior.marginal(0), Xq)
+
+
+def test_lmc_with_a_gpytorch_matern_term_is_complete_per_output(lmc):
+    """Terms of different kernel types: each term is evaluated by its own scheme (closed form
+    for the RBF, graded quadrature for the Matern 5/2) and summed; completeness of the mean
+    and of the covariance per output, against the posterior's own prediction."""
+    import gpytorch
+
+    _, model, Xq = lmc
+    matern = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=3)).double()
+    posterior = gx.LMCPosterior(model.X, model.tasks, model.y,
+                                [gx.kernels.RBF(model.lengthscales[0], 1.0), matern],
+                                model.matrices, model.noise, mean=model.means)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no CompletenessWarning
+        result = gx.integrated_gradients(posterior, Xq[:2])
+    assert "closed form" in result[0].method and "quadrature" in result[0].method
+    for attribution in result.attributions:
+        gaps = attribution.completeness_gap()
+        assert gaps["mean"] < 1e-10 and gaps["variance"] < 1e-10, gaps
