@@ -5,9 +5,9 @@ derivatives written there; no library code):
 * gradients: the closed-form derivative cross and prior terms summed over the two terms;
 * integrated gradients: the same terms integrated along the path by 64-node Gauss-Legendre
   (round-off for these smooth integrands), mean and covariance across features and outputs;
-* Shapley values (baseline and interventional games): brute force over the 2^d coalitions
-  (and the background rows), a linear combination of the joint posterior of all outputs at
-  the hybrid points (exact, no quadrature);
+* Shapley values (baseline, interventional and product-measure games): brute force over the
+  2^d coalitions (and the background rows, or a Gauss-Hermite grid), a linear combination of
+  the joint posterior of all outputs at the hybrid points (exact, no quadrature);
 * the covariance across points, outputs and features (``return_cov="points"``);
 * Monte Carlo over joint posterior samples of all outputs for the cross-output covariance
   (|z| < 5 per entry), completeness per output against the reference posterior mean;
@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import gpexplain as gx
+from tests.reference import shapley_brute_force, shapley_games
 from tests.reference.lmc import derivative_terms, joint_moments, problem
 
 NAMES = ["yield", "cost"]
@@ -174,6 +175,41 @@ def test_lmc_covariance_across_points_and_outputs_equals_the_reference(lmc, meth
         np.testing.assert_allclose(own, cov[:, i, :, :, i, :], rtol=0, atol=1e-9 * scale)
 
 
+def test_lmc_product_measure_shapley_values_equal_the_enumerated_game():
+    """The product-measure game ``v(S) = E_{r ~ p} f(x_S, r_-S)`` under a Gaussian measure,
+    enumerated on a 20-node Gauss-Hermite grid per feature (``tests.reference.shapley_games``;
+    d = 2 keeps the joint posterior of both outputs at every grid point small): mean and
+    covariance across features and outputs, and completeness per output (base value
+    ``E_p m_i``, variance ``Var[f_i(x) - E_p f_i]``) without a CompletenessWarning."""
+    model = problem(seed=5, d=2)
+    posterior = gx.LMCPosterior(
+        model.X, model.tasks, model.y,
+        [gx.kernels.RBF(ls, 1.0) for ls in model.lengthscales], model.matrices, model.noise,
+        mean=model.means)
+    centre, spread = np.array([0.2, -0.3]), np.array([0.5, 0.6])
+    X = np.array([[0.5, -1.0], [-1.2, 0.7]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = gx.shapley_values(posterior, X, measure=gx.measures.Gaussian(centre, spread))
+    references, weights = shapley_games.product_measure_references(
+        shapley_brute_force.gaussian_atoms(centre, spread, 20))
+    t, d = 2, 2
+    for p, x in enumerate(X):
+        points, index = shapley_games.game_points(x, references, weights)
+        W = shapley_games.shapley_stencil(index, d, len(points))
+        mean, cov = joint_moments(model, points)
+        big = np.kron(np.eye(t), W)
+        expected_cov = (big @ cov @ big.T).reshape(t, d, t, d)
+        np.testing.assert_allclose(result.mean[p], mean @ W.T, rtol=0,
+                                   atol=1e-8 * np.abs(mean @ W.T).max())
+        np.testing.assert_allclose(result.cov[p], expected_cov, rtol=0,
+                                   atol=1e-8 * np.abs(expected_cov).max())
+        rows, grid_weights = index[frozenset()]
+        base = mean[:, rows] @ grid_weights  # E_p m_i over the grid
+        np.testing.assert_allclose([a.baseline_prediction for a in result.attributions], base,
+                                   rtol=1e-8)
+
+
 def test_lmc_marginal_explanations_are_the_joint_ones(lmc):
     posterior, model, Xq = lmc
     baseline = model.X.mean(0)
@@ -253,8 +289,6 @@ def test_lmc_cross_output_covariance_against_monte_carlo(lmc):
 def test_what_the_term_form_cannot_give_is_refused_by_name(lmc):
     posterior, model, Xq = lmc
     works = "available: gx.integrated_gradients, gx.gradients"
-    with pytest.raises(TypeError, match="product-measure game are not available"):
-        gx.shapley_values(posterior, Xq, measure=gx.measures.Gaussian(np.zeros(3), np.ones(3)))
     with pytest.raises(TypeError, match=works):
         gx.shapley_interactions(posterior.marginal(0), Xq, baseline=model.X.mean(0))
     with pytest.raises(TypeError, match="linear model of coregionalisation"):

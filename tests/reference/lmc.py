@@ -64,7 +64,7 @@ def problem(seed=0, n=30, d=3, t=2) -> LMC:
     W1, W2 = rng.normal(size=(t, 1)), rng.normal(size=(t, 1))
     W2[1:] = -np.sign(W1[1:] * W1[0] * W2[0]) * np.abs(W2[1:])  # opposite sign to term 1
     matrices = [W1 @ W1.T + np.diag(np.full(t, 0.1)), W2 @ W2.T + np.diag(np.full(t, 0.2))]
-    f = [np.sin(1.5 * X[:, 0]) + 0.3 * X[:, 1], np.cos(0.5 * X[:, 2]) - 0.4 * X[:, 1] ** 2]
+    f = [np.sin(1.5 * X[:, 0]) + 0.3 * X[:, 1], np.cos(0.5 * X[:, -1]) - 0.4 * X[:, 1] ** 2]
     y = np.array([f[task % 2][k] for k, task in enumerate(tasks)]) + 0.05 * rng.normal(size=n)
     noise = np.full(n, 0.01)
     means = np.linspace(0.2, -0.3, t)

@@ -25,10 +25,10 @@ terms:
   (m, t, D, t, D), two-point prior, kernel matrix), the only place they are formed;
 * ``CoregionalTerms``: the kernel of *one* output's marginal posterior (its prior kernel
   ``sum_q B^q_ii k_q`` and its weights ``B^q[i, task_n]`` per basis point), for which
-  integrated gradients, gradients and product-kernel Shapley values (baseline and
-  interventional games) register ``TermScheme`` (``TermSum`` for one output). Every other
-  functional has no scheme for it and is refused by ``LinearFunctional.bind`` with a
-  ``TypeError`` that names these three.
+  integrated gradients, gradients and product-kernel Shapley values register ``term_scheme``
+  (``TermSum`` for one output), each next to its functional. Every other functional has no
+  scheme for it and is refused by ``LinearFunctional.bind`` with a ``TypeError`` that names
+  these three.
 """
 
 from __future__ import annotations
@@ -38,15 +38,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpexplain.functionals.base import LinearFunctional, Scheme
-from gpexplain.functionals.gradient import Gradient
-from gpexplain.functionals.integrated_gradient import IntegratedGradient
-from gpexplain.functionals.product_shapley import ProductShapley
 from gpexplain.kernels.base import Kernel
 
-__all__ = ["CoregionalTerms", "TermScheme", "TermSum", "not_built_message", "sum_terms"]
+__all__ = ["CoregionalTerms", "TermScheme", "TermSum", "not_built_message", "sum_terms",
+           "term_scheme"]
 
-EXPLAINABLE = ("gx.integrated_gradients", "gx.gradients",
-               "gx.shapley_values (game='baseline' or 'interventional')")
+EXPLAINABLE = ("gx.integrated_gradients", "gx.gradients", "gx.shapley_values")
 
 
 def sum_terms(values):
@@ -76,7 +73,7 @@ class CoregionalTerms(Kernel):
     k_q(x, x')``; its cross covariance with the posterior's basis points is
     ``cross(X, Z)[p, n] = sum_q B^q[i, task_n] k_q(x_p, z_n)`` (weights per basis point, so
     it belongs to one posterior). Integrated gradients, gradients and product-kernel Shapley
-    values are registered for it here (``TermScheme``); the generic quadrature schemes of
+    values register ``term_scheme`` for it; the generic quadrature schemes of
     ``Kernel`` never apply, since it has no GPyTorch view (``torch_kernel`` refuses).
 
     Parameters
@@ -119,6 +116,11 @@ class CoregionalTerms(Kernel):
 
     def __repr__(self) -> str:
         return f"CoregionalTerms({len(self.kernels)} terms: {self.kernels!r})"
+
+    @property
+    def terms(self) -> list[tuple[Kernel, float, np.ndarray]]:
+        """``[(k_q, B^q_ii, B^q[i, task_n])]``, one per term."""
+        return list(zip(self.kernels, self.prior_weights, self.cross_weights, strict=True))
 
     def __call__(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         """Prior covariance ``sum_q B^q_ii k_q(X1, X2)``, (n1, n2)."""
@@ -269,17 +271,7 @@ class TermScheme(Scheme):
         return self.terms.point_pair_seconds()
 
 
-def _term_scheme(functional: LinearFunctional, kernel: CoregionalTerms, Z: np.ndarray):
-    """The registered factory: ``TermScheme``, refusing what the term form cannot give yet."""
-    if isinstance(functional, ProductShapley) and functional.references is None:
-        raise TypeError(
-            "exact Shapley values of the product-measure game are not available for an output "
-            "of a linear model of coregionalisation yet (its base value needs each term's "
-            "kernel mean embedding); use game='baseline' or 'interventional'. "
-            + kernel.explanation_hint
-        )
+def term_scheme(functional: LinearFunctional, kernel: CoregionalTerms, Z: np.ndarray):
+    """The scheme factory each functional that applies registers for ``CoregionalTerms``
+    (``@TheFunctional.register(CoregionalTerms)``): ``TermScheme``."""
     return TermScheme(functional, kernel, Z)
-
-
-for _functional in (IntegratedGradient, Gradient, ProductShapley):
-    _functional.register(CoregionalTerms)(_term_scheme)
