@@ -151,6 +151,10 @@ CASES = {
         lambda: ProductShapleyInteraction("k-SII", "baseline", references=BASELINES[:1]),
         lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-12,
     ),
+    "product-interactions-lmc-terms-baseline-k-SII": (
+        lambda: ProductShapleyInteraction("k-SII", "baseline", references=BASELINES[:1]),
+        _coregional_terms, 1e-12,
+    ),
     "product-interactions-matern-product-interventional-STII": (
         lambda: ProductShapleyInteraction("STII", "interventional", references=BASELINES),
         _matern_product, 1e-12,

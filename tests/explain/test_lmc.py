@@ -24,8 +24,10 @@ import numpy as np
 import pytest
 
 import gpexplain as gx
+from gpexplain.functionals import LocalLinearWeight
 from tests.reference import shapley_brute_force, shapley_games
 from tests.reference.lmc import derivative_terms, joint_moments, problem
+from tests.reference.shapley_interactions import interaction_stencil
 
 NAMES = ["yield", "cost"]
 BACKGROUND = np.array([[0.2, -0.5, 0.1], [-0.7, 0.3, 0.8], [1.0, 0.4, -0.6]])
@@ -210,6 +212,31 @@ def test_lmc_product_measure_shapley_values_equal_the_enumerated_game():
                                    rtol=1e-8)
 
 
+@pytest.mark.parametrize("index", ["k-SII", "STII"])
+def test_lmc_shapley_interactions_equal_the_enumerated_game(lmc, index):
+    """Order-2 interaction indices of the baseline game per output and across outputs,
+    against the brute-force stencil over the 2^d hybrid points
+    (``tests.reference.shapley_interactions``) applied to the joint posterior."""
+    posterior, model, Xq = lmc
+    baseline = model.X.mean(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # efficient per output: no CompletenessWarning
+        result = gx.shapley_interactions(posterior, Xq[:2], index=index, baseline=baseline)
+    t, d = 2, 3
+    n_values = d + d * (d - 1) // 2
+    assert result.mean.shape == (2, t, n_values)
+    for p, x in enumerate(Xq[:2]):
+        points, game = shapley_games.game_points(x, baseline)
+        W = interaction_stencil(game, d, len(points), index)
+        mean, cov = joint_moments(model, points)
+        big = np.kron(np.eye(t), W)
+        expected = (big @ cov @ big.T).reshape(t, n_values, t, n_values)
+        np.testing.assert_allclose(result.mean[p], mean @ W.T, rtol=0,
+                                   atol=1e-9 * np.abs(mean @ W.T).max())
+        np.testing.assert_allclose(result.cov[p], expected, rtol=0,
+                                   atol=1e-9 * np.abs(expected).max())
+
+
 def test_lmc_marginal_explanations_are_the_joint_ones(lmc):
     posterior, model, Xq = lmc
     baseline = model.X.mean(0)
@@ -289,8 +316,9 @@ def test_lmc_cross_output_covariance_against_monte_carlo(lmc):
 def test_what_the_term_form_cannot_give_is_refused_by_name(lmc):
     posterior, model, Xq = lmc
     works = "available: gx.integrated_gradients, gx.gradients"
-    with pytest.raises(TypeError, match=works):
-        gx.shapley_interactions(posterior.marginal(0), Xq, baseline=model.X.mean(0))
+    marginal = posterior.marginal(0)
+    with pytest.raises(TypeError, match=works):  # GPX weights need a locally linear kernel
+        LocalLinearWeight(3, "contributions").bind(marginal.kernel, marginal.train_inputs)
     with pytest.raises(TypeError, match="linear model of coregionalisation"):
         gx.global_sensitivity(posterior)
     with pytest.raises(TypeError, match=works):

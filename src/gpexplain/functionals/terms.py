@@ -25,10 +25,10 @@ terms:
   (m, t, D, t, D), two-point prior, kernel matrix), the only place they are formed;
 * ``CoregionalTerms``: the kernel of *one* output's marginal posterior (its prior kernel
   ``sum_q B^q_ii k_q`` and its weights ``B^q[i, task_n]`` per basis point), for which
-  integrated gradients, gradients and product-kernel Shapley values register ``term_scheme``
-  (``TermSum`` for one output), each next to its functional. Every other functional has no
-  scheme for it and is refused by ``LinearFunctional.bind`` with a ``TypeError`` that names
-  these three.
+  integrated gradients, gradients, product-kernel Shapley values and Shapley interactions
+  register ``term_scheme`` (``TermSum`` for one output), each next to its functional. Every
+  other functional has no scheme for it and is refused by ``LinearFunctional.bind`` with a
+  ``TypeError`` that names these four.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from gpexplain.kernels.base import Kernel
 __all__ = ["CoregionalTerms", "TermScheme", "TermSum", "not_built_message", "sum_terms",
            "term_scheme"]
 
-EXPLAINABLE = ("gx.integrated_gradients", "gx.gradients", "gx.shapley_values")
+EXPLAINABLE = ("gx.integrated_gradients", "gx.gradients", "gx.shapley_values",
+               "gx.shapley_interactions")
 
 
 def sum_terms(values):
@@ -72,8 +73,8 @@ class CoregionalTerms(Kernel):
     As a covariance function it is output i's prior kernel ``k_i(x, x') = sum_q B^q_ii
     k_q(x, x')``; its cross covariance with the posterior's basis points is
     ``cross(X, Z)[p, n] = sum_q B^q[i, task_n] k_q(x_p, z_n)`` (weights per basis point, so
-    it belongs to one posterior). Integrated gradients, gradients and product-kernel Shapley
-    values register ``term_scheme`` for it; the generic quadrature schemes of
+    it belongs to one posterior). Integrated gradients, gradients, product-kernel Shapley
+    values and interactions register ``term_scheme`` for it; the generic quadrature schemes of
     ``Kernel`` never apply, since it has no GPyTorch view (``torch_kernel`` refuses).
 
     Parameters

@@ -16,10 +16,11 @@ output i has
 
 ``marginal(i)`` is a single-output ``Posterior`` whose kernel is the term form
 ``gpexplain.functionals.terms.CoregionalTerms`` (prior ``sum_q B^q_ii k_q``, cross ``u_i``):
-integrated gradients, gradients and product-kernel Shapley values of one output apply each
-term's closed form and sum (``TermScheme``); the joint explanation of several outputs, with
-their covariance, is ``gpexplain.explain.multi_output`` through the same ``TermSum``. With
-Q = 1 this is the intrinsic coregionalisation model (``CoregionalizedPosterior``), to round-off.
+integrated gradients, gradients, product-kernel Shapley values and interactions of one output
+apply each term's closed form and sum (``TermScheme``); the joint explanation of several
+outputs, with their covariance, is ``gpexplain.explain.multi_output`` through the same
+``TermSum``. With Q = 1 this is the intrinsic coregionalisation model
+(``CoregionalizedPosterior``), to round-off.
 """
 
 from __future__ import annotations
