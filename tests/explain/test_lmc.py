@@ -111,10 +111,23 @@ def _reference_shapley(model, x, references):
     parts = [_shapley_matrix(x, reference) for reference in references]
     points = np.vstack([part[0] for part in parts])
     W = np.hstack([part[1] for part in parts]) / len(references)
+    return _stencil_moments(model, points, W)[:2]
+
+
+def _stencil_moments(model, points, W):
+    """``values_i = W @ f_i(points)`` for every output i: mean (t, D), covariance
+    (t, D, t, D), and the joint posterior mean (t, K) at the points."""
     mean, cov = joint_moments(model, points)  # (t, K), (t K, t K)
-    t = model.n_outputs
+    t, D = model.n_outputs, len(W)
     big = np.kron(np.eye(t), W)
-    return mean @ W.T, (big @ cov @ big.T).reshape(t, len(x), t, len(x))
+    return mean @ W.T, (big @ cov @ big.T).reshape(t, D, t, D), mean
+
+
+def _assert_moments(mean, cov, expected_mean, expected_cov, tolerance):
+    np.testing.assert_allclose(mean, expected_mean, rtol=0,
+                               atol=tolerance * np.abs(expected_mean).max())
+    np.testing.assert_allclose(cov, expected_cov, rtol=0,
+                               atol=tolerance * np.abs(expected_cov).max())
 
 
 REFERENCES = {
@@ -195,19 +208,13 @@ def test_lmc_product_measure_shapley_values_equal_the_enumerated_game():
         result = gx.shapley_values(posterior, X, measure=gx.measures.Gaussian(centre, spread))
     references, weights = shapley_games.product_measure_references(
         shapley_brute_force.gaussian_atoms(centre, spread, 20))
-    t, d = 2, 2
     for p, x in enumerate(X):
         points, index = shapley_games.game_points(x, references, weights)
-        W = shapley_games.shapley_stencil(index, d, len(points))
-        mean, cov = joint_moments(model, points)
-        big = np.kron(np.eye(t), W)
-        expected_cov = (big @ cov @ big.T).reshape(t, d, t, d)
-        np.testing.assert_allclose(result.mean[p], mean @ W.T, rtol=0,
-                                   atol=1e-8 * np.abs(mean @ W.T).max())
-        np.testing.assert_allclose(result.cov[p], expected_cov, rtol=0,
-                                   atol=1e-8 * np.abs(expected_cov).max())
+        W = shapley_games.shapley_stencil(index, 2, len(points))
+        mean, cov, values = _stencil_moments(model, points, W)
+        _assert_moments(result.mean[p], result.cov[p], mean, cov, 1e-8)
         rows, grid_weights = index[frozenset()]
-        base = mean[:, rows] @ grid_weights  # E_p m_i over the grid
+        base = values[:, rows] @ grid_weights  # E_p m_i over the grid
         np.testing.assert_allclose([a.baseline_prediction for a in result.attributions], base,
                                    rtol=1e-8)
 
@@ -222,19 +229,12 @@ def test_lmc_shapley_interactions_equal_the_enumerated_game(lmc, index):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # efficient per output: no CompletenessWarning
         result = gx.shapley_interactions(posterior, Xq[:2], index=index, baseline=baseline)
-    t, d = 2, 3
-    n_values = d + d * (d - 1) // 2
-    assert result.mean.shape == (2, t, n_values)
+    assert result.mean.shape == (2, 2, 3 + 3)  # t outputs, d + d (d - 1) / 2 values
     for p, x in enumerate(Xq[:2]):
         points, game = shapley_games.game_points(x, baseline)
-        W = interaction_stencil(game, d, len(points), index)
-        mean, cov = joint_moments(model, points)
-        big = np.kron(np.eye(t), W)
-        expected = (big @ cov @ big.T).reshape(t, n_values, t, n_values)
-        np.testing.assert_allclose(result.mean[p], mean @ W.T, rtol=0,
-                                   atol=1e-9 * np.abs(mean @ W.T).max())
-        np.testing.assert_allclose(result.cov[p], expected, rtol=0,
-                                   atol=1e-9 * np.abs(expected).max())
+        W = interaction_stencil(game, 3, len(points), index)
+        mean, cov, _ = _stencil_moments(model, points, W)
+        _assert_moments(result.mean[p], result.cov[p], mean, cov, 1e-9)
 
 
 def test_lmc_marginal_explanations_are_the_joint_ones(lmc):
