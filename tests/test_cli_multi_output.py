@@ -145,6 +145,29 @@ def test_lmc_writes_its_terms_and_the_correlation_of_the_attributions(taipei_csv
         assert term["coregionalization"][PRICE][STORES] == pytest.approx(B[0, 1], rel=1e-6)
 
 
+def test_n_components_fits_that_many_terms_and_is_saved_with_the_model(taipei_csv, tmp_path):
+    """--n-components 1: the one-term LMC of GPRegressor(multi_output="lmc", n_components=1)
+    (the ICM's fit), its one term in summary.json, kept by --save-model; --model-from
+    refuses a new --n-components."""
+    options = ["--target", PRICE, "--target", STORES, "--multi-output", "lmc",
+               "--n-components", "1", "--no-holdout"]
+    out = _run(taipei_csv, tmp_path / "one", *options, "--save-model", tmp_path / "saved")
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["hyperparameters"]["terms"]) == 1
+    frame = pd.read_csv(taipei_csv)
+    model = gx.GPRegressor(multi_output="lmc", n_components=1).fit(
+        frame[FEATURES], frame[[PRICE, STORES]])
+    B = model.coregionalization_[0]
+    assert summary["hyperparameters"]["terms"][0]["coregionalization"][PRICE][STORES] == (
+        pytest.approx(B[0, 1], rel=1e-6))
+    again = _run(taipei_csv, tmp_path / "again", "--model-from", tmp_path / "saved")
+    pd.testing.assert_frame_equal(pd.read_csv(out / "attributions.csv"),
+                                  pd.read_csv(again / "attributions.csv"))
+    refused = invoke("explain", taipei_csv, "--model-from", tmp_path / "saved",
+                     "--n-components", "2", "--out", tmp_path / "out")
+    assert refused.exit_code == 2 and "--n-components" in refused.stderr
+
+
 def test_exact_shapley_values_of_each_target_are_complete(taipei_csv, tmp_path):
     out = _run(taipei_csv, tmp_path / "shapley", "--target", PRICE, "--target", STORES,
                "--method", "shapley", "--game", "baseline", "--no-holdout")
@@ -238,6 +261,10 @@ def test_sparse_targets_equal_runs_of_one_target_and_explain_again(taipei_csv, t
         (["--target", PRICE, "--target", STORES, "--rank", "1"],
          ["--rank applies to --multi-output icm", "not to --multi-output independent"]),
         (["--target", PRICE, "--rank", "1"], ["--rank applies to --multi-output icm"]),
+        (["--target", PRICE, "--target", STORES, "--n-components", "2"],
+         ["--n-components applies to --multi-output lmc", "not to --multi-output independent"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "lmc", "--n-components",
+          "0"], ["--n-components must be a positive integer", "got 0"]),
     ],
 )
 def test_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv, tmp_path):

@@ -90,6 +90,7 @@ class Choice:
     multi_output: str = MULTI_OUTPUT_CHOICES[0]
     rank: int | None = None  # --rank of --multi-output icm or lmc (None: full rank)
     device: str | None = None  # --device of --model exact (None: NumPy on the CPU)
+    n_components: int | None = None  # --n-components of --multi-output lmc (None: 2)
 
     @property
     def kernel_label(self) -> str:
@@ -120,7 +121,7 @@ def check_choice(
     model: str, kernel: str, method: str, seed: int, n_inducing: int | None,
     game: str | None = None, background: int | None = None,
     multi_output: str = MULTI_OUTPUT_CHOICES[0], rank: int | None = None,
-    device: str | None = None,
+    device: str | None = None, n_components: int | None = None,
 ) -> Choice:
     """Validate the options together; ValueError names the option and what is accepted.
     (Whether ``multi_output`` applies, and whether ``rank`` is at most the number of targets,
@@ -128,6 +129,7 @@ def check_choice(
     model = _one_of(model, MODEL_CHOICES, "--model")
     multi_output = _one_of(multi_output, MULTI_OUTPUT_CHOICES, "--multi-output")
     _check_rank(rank, multi_output)
+    _check_n_components(n_components, multi_output)
     kernel = _one_of(kernel, KERNEL_CHOICES, "--kernel")
     method = _one_of(method, METHOD_CHOICES, "--method")
     chosen = family(model)
@@ -178,7 +180,7 @@ def check_choice(
     if device is not None:
         _check_device(device, model, multi_output)
     return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING, options,
-                  n_inducing is not None, multi_output, rank, device)
+                  n_inducing is not None, multi_output, rank, device, n_components)
 
 
 def _check_device(device: str, model: str, multi_output: str) -> None:
@@ -212,6 +214,19 @@ def _check_rank(rank, multi_output: str) -> None:
         raise ValueError(f"--rank applies to --multi-output icm or lmc (the rank of the "
                          f"coregionalisation matrices B = W W^T + diag(v)), not to "
                          f"--multi-output {multi_output}")
+
+
+def _check_n_components(n_components, multi_output: str) -> None:
+    """ValueError for an ``--n-components`` that is not a positive integer, or given without
+    ``--multi-output lmc`` (the number of its terms)."""
+    if n_components is None:
+        return
+    if isinstance(n_components, bool) or not isinstance(n_components, int) or n_components < 1:
+        raise ValueError(f"--n-components must be a positive integer (the number of the LMC's "
+                         f"terms), got {n_components!r}")
+    if multi_output != "lmc":
+        raise ValueError(f"--n-components applies to --multi-output lmc (the number of its "
+                         f"terms), not to --multi-output {multi_output}")
 
 
 def check_device_task(choice: Choice, task: str) -> None:

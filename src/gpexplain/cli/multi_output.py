@@ -188,11 +188,13 @@ class MultiOutputRegression(Regression):
     @staticmethod
     def build(choice, n_rows: int, warm_start=None):
         """An unfitted estimator of ``--model``'s family for a 2-D target in the
-        ``--multi-output`` form, with ``--rank`` when given (an ICM's; ``warm_start`` is not
-        used: the held-out fit starts afresh)."""
+        ``--multi-output`` form, with ``--rank`` (an ICM's or LMC's) and ``--n-components``
+        (an LMC's) when given (``warm_start`` is not used: the held-out fit starts afresh)."""
         model = family(choice.model).build(choice.settings(n_rows))
-        rank = {} if choice.rank is None else {"rank": choice.rank}
-        return model.set_params(multi_output=choice.multi_output, **rank)
+        given = {"rank": choice.rank, "n_components": choice.n_components}
+        return model.set_params(multi_output=choice.multi_output,
+                                **{name: value for name, value in given.items()
+                                   if value is not None})
 
     @staticmethod
     def holdout_scores(model, X_test, Y_test) -> dict:

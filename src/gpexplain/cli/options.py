@@ -92,6 +92,13 @@ MultiOutputOption = Annotated[
         "lengthscales; no sensitivity command yet).",
     ),
 ]
+NComponentsOption = Annotated[
+    int | None,
+    typer.Option(
+        help="--multi-output lmc only: the number Q of its terms B^q k_q(x, x'), each with its "
+        "own lengthscales (default 2; 1 is the icm).",
+    ),
+]
 RankOption = Annotated[
     int | None,
     typer.Option(
