@@ -315,7 +315,7 @@ def test_lmc_cross_output_covariance_against_monte_carlo(lmc):
 
 def test_what_the_term_form_cannot_give_is_refused_by_name(lmc):
     posterior, model, Xq = lmc
-    works = "available: gx.integrated_gradients, gx.gradients"
+    works = "available: exact Shapley interactions; exact Shapley values; integrated gradients"
     marginal = posterior.marginal(0)
     with pytest.raises(TypeError, match=works):  # GPX weights need a locally linear kernel
         LocalLinearWeight(3, "contributions").bind(marginal.kernel, marginal.train_inputs)

@@ -40,11 +40,20 @@ import numpy as np
 from gpexplain.functionals.base import LinearFunctional, Scheme
 from gpexplain.kernels.base import Kernel
 
-__all__ = ["CoregionalTerms", "TermScheme", "TermSum", "not_built_message", "sum_terms",
-           "term_scheme"]
+__all__ = ["CoregionalTerms", "TermScheme", "TermSum", "explainable", "not_built_message",
+           "sum_terms", "term_scheme"]
 
-EXPLAINABLE = ("gx.integrated_gradients", "gx.gradients", "gx.shapley_values",
-               "gx.shapley_interactions")
+
+def explainable() -> list[str]:
+    """Names of the functionals registered for ``CoregionalTerms`` (read from their
+    registries, e.g. "integrated gradients"), sorted."""
+    found, classes = set(), list(LinearFunctional.__subclasses__())
+    while classes:
+        functional = classes.pop()
+        classes.extend(functional.__subclasses__())
+        if CoregionalTerms in functional._schemes:
+            found.add(functional.name or functional.__name__)
+    return sorted(found)
 
 
 def sum_terms(values):
@@ -63,7 +72,7 @@ def not_built_message(what: str) -> str:
     return (
         f"{what} is not available for an output of a linear model of coregionalisation yet "
         "(it is not a linear functional of f, and its term-by-term form is not built); "
-        f"available: {', '.join(EXPLAINABLE)}."
+        f"available: {'; '.join(explainable())}."
     )
 
 
@@ -93,10 +102,11 @@ class CoregionalTerms(Kernel):
         Shapes that do not match Q (named), non-finite or negative prior weights.
     """
 
-    explanation_hint = (
-        "An output of a linear model of coregionalisation (LMC) is explained term by term; "
-        f"available: {', '.join(EXPLAINABLE)}."
-    )
+    @property
+    def explanation_hint(self) -> str:
+        """Named in refusals: the explanations registered for this term form."""
+        return ("An output of a linear model of coregionalisation (LMC) is explained term by "
+                f"term; available: {'; '.join(explainable())}.")
 
     def __init__(self, kernels: Sequence, prior_weights, cross_weights):
         self.kernels = list(kernels)
