@@ -321,8 +321,8 @@ def test_what_the_term_form_cannot_give_is_refused_by_name(lmc):
         LocalLinearWeight(3, "contributions").bind(marginal.kernel, marginal.train_inputs)
     with pytest.raises(TypeError, match="linear model of coregionalisation"):
         gx.global_sensitivity(posterior)
-    with pytest.raises(TypeError, match=works):
-        gx.explain_variance(posterior.marginal(0), Xq)
+    with pytest.raises(TypeError, match="use gx.explain_variance\\(..., method='ig'\\)"):
+        gx.explain_variance(posterior.marginal(0), Xq, method="shapley")  # not a product kernel
 
 
 def test_lmc_with_a_gpytorch_matern_term_is_complete_per_output(lmc):
@@ -344,3 +344,42 @@ def test_lmc_with_a_gpytorch_matern_term_is_complete_per_output(lmc):
     for attribution in result.attributions:
         gaps = attribution.completeness_gap()
         assert gaps["mean"] < 1e-10 and gaps["variance"] < 1e-10, gaps
+
+
+def _reference_variance(model, points, output):
+    """Posterior variance of output ``output`` at each point (the reference joint posterior)."""
+    _, cov = joint_moments(model, points)
+    return np.diag(cov).reshape(model.n_outputs, len(points))[output]
+
+
+def test_lmc_posterior_variance_explanations_of_each_output(lmc):
+    """``gx.explain_variance`` of an output's marginal (its torch route sums the terms):
+    integrated gradients of ``s2_i`` against central differences of the reference variance
+    along a 16-node Gauss-Legendre path (difference error ~1e-8), complete against the
+    reference ``s2_i(x) - s2_i(baseline)``; exact Shapley values of ``s_i`` in the baseline game
+    against the 2^d coalitions of the reference standard deviation."""
+    posterior, model, Xq = lmc
+    x, baseline = Xq[0], model.X.mean(0)
+    nodes, weights = np.polynomial.legendre.leggauss(16)
+    nodes, weights = 0.5 * (nodes + 1), 0.5 * weights
+    path = baseline + nodes[:, None] * (x - baseline)
+    h = 1e-4
+    for i in range(2):
+        marginal = posterior.marginal(i)
+        result = gx.explain_variance(marginal, x[None], baseline=baseline, method="ig")
+        ends = _reference_variance(model, np.vstack([x, baseline]), i)
+        assert result.prediction[0] == pytest.approx(ends[0], rel=1e-12)
+        assert result.mean[0].sum() == pytest.approx(ends[0] - ends[1], rel=1e-9, abs=1e-12)
+        expected = np.zeros(3)
+        for a in range(3):
+            step = h * np.eye(3)[a]
+            up = _reference_variance(model, path + step, i)
+            down = _reference_variance(model, path - step, i)
+            expected[a] = (x - baseline)[a] * weights @ ((up - down) / (2 * h))
+        np.testing.assert_allclose(result.mean[0], expected, rtol=0,
+                                   atol=1e-6 * np.abs(expected).max())
+        std = gx.explain_variance(marginal, x[None], baseline=baseline, what="std")
+        points, W = _shapley_matrix(x, baseline)
+        reference = W @ np.sqrt(_reference_variance(model, points, i))
+        np.testing.assert_allclose(std.mean[0], reference, rtol=0,
+                                   atol=1e-10 * np.abs(reference).max())
