@@ -147,8 +147,9 @@ class GPRegressor(IndependentOutputsFit, PosteriorEstimator, RegressorMixin, Bas
     Alvarez, Rosasco and Lawrence 2012, Sec. 4.2; ``models._lmc``: the ICM first, then all
     terms from it): ``posterior_`` is a ``gx.LMCPosterior``, ``coregionalization_`` the
     (Q, t, t) fitted B^q in the units of y, ``kernel_`` the list of the Q kernels and
-    ``icm_log_marginal_likelihood_`` the LML of its first stage (the ICM), which the LMC's
-    ``log_marginal_likelihood_value_`` starts from.
+    ``icm_log_marginal_likelihood_`` the LML of its first stage (the ICM), near which the
+    LMC's fit starts (term 1 at the ICM's optimum, the new terms small: usually, not
+    provably, a lower bound of ``log_marginal_likelihood_value_``).
 
     Attributes
     ----------
