@@ -120,6 +120,54 @@ def test_icm_writes_the_correlation_of_the_attributions_across_targets(taipei_cs
         assert all(value > 0 for value in importance["std"].values())
 
 
+def test_lmc_writes_its_terms_and_the_correlation_of_the_attributions(taipei_csv, tmp_path):
+    """--multi-output lmc: the model GPRegressor(multi_output="lmc") of the same rows (its fit
+    is deterministic: one start, seeded new terms), its terms in summary.json and the
+    correlation of each feature's attributions between the targets from its joint
+    covariance."""
+    out = _run(taipei_csv, tmp_path / "lmc", "--target", PRICE, "--target", STORES,
+               "--multi-output", "lmc", "--no-holdout")
+    frame = pd.read_csv(taipei_csv)
+    model = gx.GPRegressor(multi_output="lmc").fit(frame[FEATURES], frame[[PRICE, STORES]])
+    assert isinstance(model.posterior_, gx.LMCPosterior)
+    result = gx.integrated_gradients(model, frame[FEATURES].iloc[:3], baseline="mean")
+    cov = result.cov
+    features = np.arange(len(FEATURES))
+    expected = cov[:, 0, features, 1, features] / np.sqrt(
+        cov[:, 0, features, 0, features] * cov[:, 1, features, 1, features])
+    written = pd.read_csv(out / "output_correlations.csv")
+    np.testing.assert_allclose(written["correlation"].to_numpy().reshape(3, -1), expected,
+                               rtol=1e-6, atol=1e-9)
+    summary = json.loads((out / "summary.json").read_text())
+    terms = summary["hyperparameters"]["terms"]
+    assert len(terms) == 2
+    for term, B in zip(terms, model.coregionalization_, strict=True):
+        assert term["coregionalization"][PRICE][STORES] == pytest.approx(B[0, 1], rel=1e-6)
+
+
+def test_n_components_fits_that_many_terms_and_is_saved_with_the_model(taipei_csv, tmp_path):
+    """--n-components 1: the one-term LMC of GPRegressor(multi_output="lmc", n_components=1)
+    (the ICM's fit), its one term in summary.json, kept by --save-model; --model-from
+    refuses a new --n-components."""
+    options = ["--target", PRICE, "--target", STORES, "--multi-output", "lmc",
+               "--n-components", "1", "--no-holdout"]
+    out = _run(taipei_csv, tmp_path / "one", *options, "--save-model", tmp_path / "saved")
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["hyperparameters"]["terms"]) == 1
+    frame = pd.read_csv(taipei_csv)
+    model = gx.GPRegressor(multi_output="lmc", n_components=1).fit(
+        frame[FEATURES], frame[[PRICE, STORES]])
+    B = model.coregionalization_[0]
+    assert summary["hyperparameters"]["terms"][0]["coregionalization"][PRICE][STORES] == (
+        pytest.approx(B[0, 1], rel=1e-6))
+    again = _run(taipei_csv, tmp_path / "again", "--model-from", tmp_path / "saved")
+    pd.testing.assert_frame_equal(pd.read_csv(out / "attributions.csv"),
+                                  pd.read_csv(again / "attributions.csv"))
+    refused = invoke("explain", taipei_csv, "--model-from", tmp_path / "saved",
+                     "--n-components", "2", "--out", tmp_path / "out")
+    assert refused.exit_code == 2 and "--n-components" in refused.stderr
+
+
 def test_exact_shapley_values_of_each_target_are_complete(taipei_csv, tmp_path):
     out = _run(taipei_csv, tmp_path / "shapley", "--target", PRICE, "--target", STORES,
                "--method", "shapley", "--game", "baseline", "--no-holdout")
@@ -133,7 +181,7 @@ def test_exact_shapley_values_of_each_target_are_complete(taipei_csv, tmp_path):
                                    rtol=0, atol=1e-8 * max(abs(base), 1.0))
 
 
-@pytest.mark.parametrize("form", ["independent", "icm"])
+@pytest.mark.parametrize("form", ["independent", "icm", "lmc"])
 def test_a_saved_model_of_several_targets_explains_again_with_model_from(form, taipei_csv,
                                                                          tmp_path):
     """--save-model with several targets, then --model-from on the same file (targets in it
@@ -200,8 +248,8 @@ def test_sparse_targets_equal_runs_of_one_target_and_explain_again(taipei_csv, t
          ["--explain variance applies to one --target"]),
         (["--target", PRICE, "--target", PRICE], ["is given more than once"]),
         (["--target", PRICE, "--task", "multi-output"], ["needs two or more --target"]),
-        (["--target", PRICE, "--target", STORES, "--multi-output", "lmc"],
-         ["unknown --multi-output 'lmc'"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "slfm"],
+         ["unknown --multi-output 'slfm'"]),
         (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--kernel", "rq"],
          ["use --kernel ard, not rq"]),
         (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "0"],
@@ -211,6 +259,10 @@ def test_sparse_targets_equal_runs_of_one_target_and_explain_again(taipei_csv, t
         (["--target", PRICE, "--target", STORES, "--rank", "1"],
          ["--rank applies to --multi-output icm", "not to --multi-output independent"]),
         (["--target", PRICE, "--rank", "1"], ["--rank applies to --multi-output icm"]),
+        (["--target", PRICE, "--target", STORES, "--n-components", "2"],
+         ["--n-components applies to --multi-output lmc", "not to --multi-output independent"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "lmc", "--n-components",
+          "0"], ["--n-components must be a positive integer", "got 0"]),
     ],
 )
 def test_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv, tmp_path):
@@ -340,14 +392,16 @@ def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):
           "isotropic"], ["use --kernel ard, not isotropic"]),
         (["--target", PRICE, "--target", "flag"], ["'flag' holds class labels"]),
         (["--target", PRICE, "--target", PRICE], ["is given more than once"]),
-        (["--target", PRICE, "--target", STORES, "--multi-output", "lmc"],
-         ["unknown --multi-output 'lmc'"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "slfm"],
+         ["unknown --multi-output 'slfm'"]),
         (["--target", PRICE, "--target", STORES, "--drop", STORES],
          ["--drop removes the target column"]),
         (["--target", PRICE, "--target", STORES, "--multi-output", "icm", "--rank", "3"],
          ["--rank 3 is above the number of --target columns, 2"]),
         (["--target", PRICE, "--target", STORES, "--rank", "2"],
          ["--rank applies to --multi-output icm"]),
+        (["--target", PRICE, "--target", STORES, "--multi-output", "lmc"],
+         ["--multi-output lmc has no sensitivity analysis yet"]),
     ],
 )
 def test_sensitivity_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv,

@@ -53,10 +53,13 @@ LAYERS = {
     "gpexplain.links": 5,
     # functionals
     "gpexplain.functionals": 6,
+    "gpexplain.functionals.terms": 6,  # the LMC's term form (issue 24)
     # posterior
     "gpexplain.posterior": 7,
+    "gpexplain.posterior.lmc": 7,
     # estimators
     "gpexplain.models": 8,
+    "gpexplain.models._lmc": 8,
     # explanations
     "gpexplain.explain": 9,
     # property-optimised explanations

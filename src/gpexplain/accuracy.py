@@ -52,7 +52,7 @@ _ROUNDING_FACTOR = 16
 
 def prediction_rounding(posterior, X: np.ndarray) -> np.ndarray:
     """``eps sum_n |k(x, z_n) a_n|`` per row of X: the rounding floor of the prediction."""
-    terms = np.abs(posterior.kernel(X, posterior.train_inputs)) @ np.abs(posterior.alpha)
+    terms = np.abs(posterior.cross_kernel(X)) @ np.abs(posterior.alpha)
     return np.finfo(float).eps * terms
 
 

@@ -5,7 +5,8 @@ single-output posterior contract in ``test_posteriors.py``).
 Cases: every ``multi_output`` form of every model family that fits several targets (read from
 ``FAMILIES``, so a new form is a case the moment it is declared), scikit-learn's
 ``GaussianProcessRegressor`` on a 2-D y through ``gx.as_multi_output``, and a
-``CoregionalizedPosterior`` built directly on tasks observed at different inputs, whose joint
+``CoregionalizedPosterior`` and a two-term ``LMCPosterior`` built directly on tasks observed at
+different inputs, whose joint
 mean and covariance across outputs are computed here with NumPy (explicit inverse of the
 task-augmented kernel matrix).
 """
@@ -72,6 +73,34 @@ def _direct_icm():
     return posterior, lambda Xq: moments(Xq)[0], lambda Xq: moments(Xq)[1]
 
 
+LMC_LENGTHSCALES = [np.array([0.5, 2.0]), np.array([2.5, 0.7])]
+LMC_B = [np.array([[1.0, 0.6], [0.6, 0.5]]), np.array([[0.3, -0.4], [-0.4, 1.2]])]
+
+
+def _direct_lmc():
+    """A two-term LMC (different ARD lengthscales per term) on tasks at different inputs;
+    NumPy moments from sum_q B^q[i, j] k_q by explicit inverse."""
+    X, Y = multi_output_data()
+    Z = np.vstack([X[:20], X[14:]])
+    tasks = np.r_[np.zeros(20, dtype=int), np.ones(16, dtype=int)]
+    y = np.r_[Y[:20, 0], Y[14:, 1]]
+    posterior = gx.LMCPosterior(
+        Z, tasks, y, [gx.kernels.RBF(ls, 1.0) for ls in LMC_LENGTHSCALES], LMC_B,
+        NOISE[tasks], mean=MEANS, output_names=OUTPUT_NAMES)
+    K = sum(B[np.ix_(tasks, tasks)] * squared_exponential(Z, Z, ls, 1.0)
+            for ls, B in zip(LMC_LENGTHSCALES, LMC_B, strict=True))
+    inverse = np.linalg.inv(K + np.diag(NOISE[tasks]))
+
+    def moments(Xq):
+        cross = sum(squared_exponential(Xq, Z, ls, 1.0)[:, None, :] * B[:, tasks]
+                    for ls, B in zip(LMC_LENGTHSCALES, LMC_B, strict=True))
+        mean = MEANS + cross @ (inverse @ (y - MEANS[tasks]))
+        cov = sum(LMC_B) - np.einsum("pin,nm,pjm->pij", cross, inverse, cross)
+        return mean, cov
+
+    return posterior, lambda Xq: moments(Xq)[0], lambda Xq: moments(Xq)[1]
+
+
 # name -> builder of (posterior, its builder's mean predictions (n, t), NumPy covariance
 # across outputs at each point (n, t, t) or None)
 CASES = {
@@ -80,6 +109,7 @@ CASES = {
        for _, entry in FAMILIES.items() for form in entry.multi_output},
     "as_multi_output(GaussianProcessRegressor)": _from_sklearn,
     "CoregionalizedPosterior(tasks at different inputs)": _direct_icm,
+    "LMCPosterior(two terms, tasks at different inputs)": _direct_lmc,
 }
 
 

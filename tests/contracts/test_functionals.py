@@ -50,6 +50,7 @@ from gpexplain.functionals.product_interactions import (
     ProductShapleyInteraction,
     efficiency_weights,
 )
+from gpexplain.functionals.terms import CoregionalTerms
 from gpexplain.kernels import RBF, GPyTorchKernel, OrthogonalAdditive, RandomFeatureKernel
 from gpexplain.kernels.gpytorch_adapter import input_scaled
 from gpexplain.kernels.locally_linear import LocallyLinear
@@ -96,6 +97,14 @@ def _additive(measure):
     return OrthogonalAdditive([0.8, 1.2, 1.5], [0.2, 1.0, 0.5, 0.25], measure)
 
 
+def _coregional_terms():
+    """One output's term form of a two-term LMC, its weights the same at every basis point
+    (so that it is the kernel 0.7 k_1 + 1.3 k_2 for any Z, as the stencils here need; the
+    weights per basis point are checked in tests/explain/test_lmc.py)."""
+    return CoregionalTerms([RBF([0.8, 1.1, 1.6], 1.0), RBF([2.0, 0.7, 1.2], 1.0)], [0.7, 1.3],
+                           [[0.7], [1.3]])
+
+
 # name -> (functional, kernel, tolerance of the stencil comparison)
 CASES = {
     "gradient-rbf": (lambda: Gradient(), lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-8),
@@ -114,6 +123,11 @@ CASES = {
     ),
     "ig-input-scaled-product-plain": (
         lambda: IntegratedGradient(BASELINES[:1]), _input_scaled_periodic_times_linear, 1e-7,
+    ),
+    "gradient-lmc-terms": (lambda: Gradient(), _coregional_terms, 1e-8),
+    "ig-lmc-terms": (lambda: IntegratedGradient(BASELINES[:1]), _coregional_terms, 1e-8),
+    "product-shapley-lmc-terms-baseline": (
+        lambda: ProductShapley("baseline", references=BASELINES[:1]), _coregional_terms, 1e-12,
     ),
     "shapley-empirical": (lambda: AdditiveShapley(), lambda: _additive(Empirical(ATOMS)), 1e-12),
     "shapley-gaussian": (
@@ -136,6 +150,10 @@ CASES = {
     "product-interactions-rbf-baseline-k-SII": (
         lambda: ProductShapleyInteraction("k-SII", "baseline", references=BASELINES[:1]),
         lambda: RBF([0.8, 1.1, 1.6], 1.2), 1e-12,
+    ),
+    "product-interactions-lmc-terms-baseline-k-SII": (
+        lambda: ProductShapleyInteraction("k-SII", "baseline", references=BASELINES[:1]),
+        _coregional_terms, 1e-12,
     ),
     "product-interactions-matern-product-interventional-STII": (
         lambda: ProductShapleyInteraction("STII", "interventional", references=BASELINES),

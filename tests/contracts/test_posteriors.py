@@ -7,7 +7,8 @@ exported by ``gpexplain.posterior`` must be produced by some case
 (``test_every_posterior_class_has_a_case``). Checked:
 
 * the representer mean ``m0 + k(X, Z) alpha``, computed here from the posterior's
-  ``mean``, ``kernel``, ``train_inputs`` and ``alpha`` (a mixture: the weighted means of its
+  ``mean``, ``cross_kernel`` (``k(X, Z)``; for an output of an LMC ``sum_q B^q[i, task_n]
+  k_q(X, Z)``) and ``alpha`` (a mixture: the weighted means of its
   components), equals the prediction of the model that built it (``predict`` of a regressor,
   ``decision_function`` of a classifier, scikit-learn's latent mean for the adapters) to 1e-10
   of the scale (1e-8 against scikit-learn's own Laplace iteration);
@@ -15,7 +16,8 @@ exported by ``gpexplain.posterior`` must be produced by some case
   ``quadratic_form(A)`` equals ``quadratic_form(A, A)``, and the posterior covariance it gives,
   ``k(X, X) - k(X, Z) Q k(Z, X)``, is positive semi-definite at the training or inducing
   inputs and at new points (``Q`` itself need not be: a variational posterior's
-  ``K^{-1} - K^{-1} S K^{-1}`` is indefinite when ``S`` is far from ``K``);
+  ``K^{-1} - K^{-1} S K^{-1}`` is indefinite when ``S`` is far from ``K``), with
+  ``cross_kernel`` in place of ``k(X, Z)``;
 * ``predict(X)``'s variances equal the diagonal of ``predict(X, return_cov=True)``.
 """
 
@@ -153,8 +155,7 @@ def test_representer_mean_is_the_models_prediction(name):
     posterior, reference, tolerance = _case(name)
     inputs, queries = _model_inputs(posterior, _queries(posterior))
     terms = [
-        (weight, component.mean, component.kernel(queries, component.train_inputs)
-         @ component.alpha)
+        (weight, component.mean, component.cross_kernel(queries) @ component.alpha)
         for weight, component in _components(posterior)
     ]
     representer = sum(weight * (m0 + cross) for weight, m0, cross in terms)
@@ -169,9 +170,8 @@ def test_quadratic_form_is_symmetric_and_gives_a_psd_covariance(name):
     posterior, _, _ = _case(name)
     queries = _queries(posterior)
     for _, component in _components(posterior):
-        Z = component.train_inputs
-        left = component.kernel(queries, Z)
-        right = component.kernel(queries[:4] * 0.7, Z)
+        left = component.cross_kernel(queries)
+        right = component.cross_kernel(queries[:4] * 0.7)
         forward = component.quadratic_form(left, right)
         assert forward.shape == (len(left), len(right))
         scale = np.abs(forward).max()

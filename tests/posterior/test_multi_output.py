@@ -3,6 +3,8 @@ predictions equal scikit-learn's and BoTorch's own to 1e-8, and refusals by name
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.gaussian_process import GaussianProcessRegressor
@@ -197,22 +199,26 @@ def test_kronecker_multitask_gp_with_transforms_matches_gpytorch_and_botorch():
         assert gap > 1e-4 if task_noise else gap < 1e-8, gap
 
 
+class _Multitask(gpytorch.models.ExactGP):
+    """A GPyTorch multitask exact GP of two tasks with a given multitask covar_module."""
+
+    def __init__(self, x, y, likelihood, covar_module):
+        super().__init__(x, y, likelihood)
+        self.mean_module = gpytorch.means.MultitaskMean(gpytorch.means.ConstantMean(), 2)
+        self.covar_module = covar_module
+
+    def forward(self, x):
+        return gpytorch.distributions.MultitaskMultivariateNormal(
+            self.mean_module(x), self.covar_module(x))
+
+
 def test_gpytorch_multitask_kernel_model_matches_gpytorch():
     X, Y, Xq = _data(8, n=15)
 
-    class Model(gpytorch.models.ExactGP):
-        def __init__(self, x, y, likelihood):
-            super().__init__(x, y, likelihood)
-            self.mean_module = gpytorch.means.MultitaskMean(gpytorch.means.ConstantMean(), 2)
-            self.covar_module = gpytorch.kernels.MultitaskKernel(
-                gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=3), num_tasks=2, rank=1)
-
-        def forward(self, x):
-            return gpytorch.distributions.MultitaskMultivariateNormal(
-                self.mean_module(x), self.covar_module(x))
-
+    kernel = gpytorch.kernels.MultitaskKernel(
+        gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=3), num_tasks=2, rank=1)
     likelihood = gpytorch.likelihoods.MultitaskGaussianLikelihood(num_tasks=2).double()
-    model = Model(torch.as_tensor(X), torch.as_tensor(Y), likelihood).double()
+    model = _Multitask(torch.as_tensor(X), torch.as_tensor(Y), likelihood, kernel).double()
     _set_hyperparameters(model, seed=4)
     likelihood.eval()
     posterior = gx.as_multi_output(model, output_names=["p", "q"])
@@ -283,3 +289,35 @@ def test_gpytorch_hadamard_model_of_another_form_is_refused_with_the_gap():
                                         r"its forward is not covar_module\(x\) \* "
                                         r"task_covar_module\(i\)"):
         gx.as_multi_output(model)
+
+
+def test_gpytorch_lcm_kernel_model_is_an_lmc_matching_gpytorch():
+    """GPyTorch's LCMKernel (a sum of MultitaskKernels with their own input kernels): an
+    LMCPosterior whose means, variances and covariance across tasks at each point equal
+    GPyTorch's exact prediction to 1e-8, and whose explanations are complete per output."""
+    X, Y, Xq = _data(9, n=15)
+
+    kernel = gpytorch.kernels.LCMKernel(
+        [gpytorch.kernels.RBFKernel(ard_num_dims=3),
+         gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=3)], num_tasks=2, rank=1)
+    likelihood = gpytorch.likelihoods.MultitaskGaussianLikelihood(num_tasks=2).double()
+    model = _Multitask(torch.as_tensor(X), torch.as_tensor(Y), likelihood, kernel).double()
+    _set_hyperparameters(model, seed=5)
+    likelihood.eval()
+    posterior = gx.as_multi_output(model, output_names=["p", "q"])
+    assert isinstance(posterior, gx.LMCPosterior) and posterior.n_components == 2
+    with torch.no_grad(), gpytorch.settings.fast_computations(False, False, False):
+        prediction = model(torch.as_tensor(Xq))
+        mean, var = prediction.mean.numpy(), prediction.variance.numpy()
+        full = prediction.covariance_matrix.numpy()  # (point, task) interleaved
+    ours, our_var = posterior.predict(Xq)
+    np.testing.assert_allclose(ours, mean, atol=1e-8 * np.abs(mean).max())
+    np.testing.assert_allclose(our_var, var, rtol=1e-8, atol=1e-10)
+    _, cov = posterior.predict(Xq, return_cov=True)
+    blocks = np.stack([full[2 * p:2 * p + 2, 2 * p:2 * p + 2] for p in range(len(Xq))])
+    np.testing.assert_allclose(cov, blocks, rtol=1e-8, atol=1e-10 * np.abs(blocks).max())
+    assert np.abs(cov[:, 0, 1]).max() > 1e-3 * np.abs(cov).max()  # tasks correlated
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # complete per output
+        result = gx.integrated_gradients(posterior, Xq[:2], baseline="mean")
+    assert result.mean.shape == (2, 2, 3)

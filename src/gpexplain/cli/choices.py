@@ -88,8 +88,9 @@ class Choice:
     options: dict = field(default_factory=dict)
     n_inducing_given: bool = False
     multi_output: str = MULTI_OUTPUT_CHOICES[0]
-    rank: int | None = None  # --rank of --multi-output icm (None: full rank)
+    rank: int | None = None  # --rank of --multi-output icm or lmc (None: full rank)
     device: str | None = None  # --device of --model exact (None: NumPy on the CPU)
+    n_components: int | None = None  # --n-components of --multi-output lmc (None: 2)
 
     @property
     def kernel_label(self) -> str:
@@ -120,7 +121,7 @@ def check_choice(
     model: str, kernel: str, method: str, seed: int, n_inducing: int | None,
     game: str | None = None, background: int | None = None,
     multi_output: str = MULTI_OUTPUT_CHOICES[0], rank: int | None = None,
-    device: str | None = None,
+    device: str | None = None, n_components: int | None = None,
 ) -> Choice:
     """Validate the options together; ValueError names the option and what is accepted.
     (Whether ``multi_output`` applies, and whether ``rank`` is at most the number of targets,
@@ -128,6 +129,7 @@ def check_choice(
     model = _one_of(model, MODEL_CHOICES, "--model")
     multi_output = _one_of(multi_output, MULTI_OUTPUT_CHOICES, "--multi-output")
     _check_rank(rank, multi_output)
+    _check_n_components(n_components, multi_output)
     kernel = _one_of(kernel, KERNEL_CHOICES, "--kernel")
     method = _one_of(method, METHOD_CHOICES, "--method")
     chosen = family(model)
@@ -178,20 +180,21 @@ def check_choice(
     if device is not None:
         _check_device(device, model, multi_output)
     return Choice(model, kernel, method, seed, n_inducing or DEFAULT_N_INDUCING, options,
-                  n_inducing is not None, multi_output, rank, device)
+                  n_inducing is not None, multi_output, rank, device, n_components)
 
 
 def _check_device(device: str, model: str, multi_output: str) -> None:
     """ValueError for a ``--device`` torch does not know or this machine lacks, or given
-    where no posterior runs on a device (another --model, or --multi-output icm)."""
+    where no posterior runs on a device (another --model, or a coregionalised
+    --multi-output: icm, lmc)."""
     from gpexplain.posterior.device import check_device
 
     if "device" not in family(model).options:
         raise ValueError(f"--device applies to --model {_taking('device')} (the exact GP's "
                          f"conditioning and solves), not to --model {model}")
-    if multi_output == "icm":
-        raise ValueError("--device does not apply to --multi-output icm yet (its posterior is "
-                         "NumPy on the CPU)")
+    if multi_output != MULTI_OUTPUT_CHOICES[0]:
+        raise ValueError(f"--device does not apply to --multi-output {multi_output} yet (its "
+                         "posterior is NumPy on the CPU)")
     try:
         check_device(device)
     except ValueError as error:
@@ -200,16 +203,30 @@ def _check_device(device: str, model: str, multi_output: str) -> None:
 
 def _check_rank(rank, multi_output: str) -> None:
     """ValueError for a ``--rank`` that is not a positive integer, or given without
-    ``--multi-output icm`` (independent outputs have no coregionalisation matrix)."""
+    a coregionalised ``--multi-output`` (icm, lmc; independent outputs have no
+    coregionalisation matrix)."""
     if rank is None:
         return
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise ValueError(f"--rank must be a positive integer (the rank of the ICM's "
                          f"coregionalisation matrix), got {rank!r}")
-    if multi_output != "icm":
-        raise ValueError(f"--rank applies to --multi-output icm (the rank of its "
-                         f"coregionalisation matrix B = W W^T + diag(v)), not to "
+    if multi_output == MULTI_OUTPUT_CHOICES[0]:
+        raise ValueError(f"--rank applies to --multi-output icm or lmc (the rank of the "
+                         f"coregionalisation matrices B = W W^T + diag(v)), not to "
                          f"--multi-output {multi_output}")
+
+
+def _check_n_components(n_components, multi_output: str) -> None:
+    """ValueError for an ``--n-components`` that is not a positive integer, or given without
+    ``--multi-output lmc`` (the number of its terms)."""
+    if n_components is None:
+        return
+    if isinstance(n_components, bool) or not isinstance(n_components, int) or n_components < 1:
+        raise ValueError(f"--n-components must be a positive integer (the number of the LMC's "
+                         f"terms), got {n_components!r}")
+    if multi_output != "lmc":
+        raise ValueError(f"--n-components applies to --multi-output lmc (the number of its "
+                         f"terms), not to --multi-output {multi_output}")
 
 
 def check_device_task(choice: Choice, task: str) -> None:

@@ -522,6 +522,7 @@ def command(
     ] = None,
     multi_output: options.MultiOutputOption = MULTI_OUTPUT_CHOICES[0],
     rank: options.RankOption = None,
+    n_components: options.NComponentsOption = None,
     explain: Annotated[
         str,
         typer.Option(
@@ -542,15 +543,16 @@ def command(
             if target is None:
                 raise ValueError("--target is required (unless --model-from is given)")
             choice = check_choice(model, kernel, method, seed, n_inducing, game, background,
-                                  multi_output, rank, device)
+                                  multi_output, rank, device, n_components)
         else:
             defaults = (MODEL_CHOICES[0], KERNEL_CHOICES[0], None, MULTI_OUTPUT_CHOICES[0], None,
-                        None)
-            if save_model is not None or (
-                    model, kernel, n_inducing, multi_output, rank, device) != defaults:
+                        None, None)
+            if save_model is not None or (model, kernel, n_inducing, multi_output, rank, device,
+                                          n_components) != defaults:
                 raise ValueError(
                     "--model-from uses the saved model as it is; drop --model, --kernel, "
-                    "--n-inducing, --multi-output, --rank, --device and --save-model"
+                    "--n-inducing, --multi-output, --rank, --n-components, --device and "
+                    "--save-model"
                 )
             loaded = saved.load_model(model_from, method, game, background)
             if isinstance(target, list) and target != loaded.target:

@@ -105,27 +105,41 @@ def output_correlations(explanation, encoder) -> pd.DataFrame | None:
 def multi_output_hyperparameters(model, names: list[str], chosen) -> dict:
     """summary.json's ``hyperparameters`` (``explain`` and ``sensitivity``): per target the
     single-output report (independent GPs), or the shared kernel with the coregionalisation
-    matrix B, per-target noise and mean (ICM)."""
+    matrix B, per-target noise and mean (ICM); for an LMC, ``terms``: each term's kernel and
+    B^q, then the same noise and mean."""
     posterior = model.posterior_
     if posterior.independent:
         return {name: chosen.hyperparameters(estimator, names)
                 for name, estimator in zip(model.output_names_, model.estimators_, strict=True)}
-    B = model.coregionalization_
-    scale = np.sqrt(np.diag(B))
     outputs = model.output_names_
+    if model.multi_output == "lmc":
+        shared = {"terms": [_coregionalized_term(kernel, B, outputs, names) for kernel, B in
+                            zip(model.kernel_, model.coregionalization_, strict=True)]}
+        units = "sum_q k_q(x, x') B^q_ij"
+    else:
+        shared = _coregionalized_term(model.kernel_, model.coregionalization_, outputs, names)
+        units = "k(x, x') B_ij"
     return {
-        **kernel_hyperparameters(model.kernel_, names),
+        **shared,
+        "rank": len(outputs) if model.rank is None else int(model.rank),  # columns of W
+        "noise": dict(zip(outputs, map(float, model.noise_), strict=True)),
+        "mean": dict(zip(outputs, map(float, model.mean_), strict=True)),
+        "units": f"{units}: the kernel's variance is 1 and B_ij is in units of target i "
+                 "times target j; lengthscales in units of X; noise in squared units of each "
+                 "target",
+    }
+
+
+def _coregionalized_term(kernel, B, outputs, names) -> dict:
+    """One term's kernel hyperparameters, its B and the correlation B_ij / sqrt(B_ii B_jj)."""
+    scale = np.sqrt(np.diag(B))
+    return {
+        **kernel_hyperparameters(kernel, names),
         "coregionalization": {a: dict(zip(outputs, map(float, row), strict=True))
                               for a, row in zip(outputs, B, strict=True)},
         "output_correlation": {a: dict(zip(outputs, map(float, row), strict=True))
                                for a, row in zip(outputs, B / np.outer(scale, scale),
                                                  strict=True)},
-        "rank": len(outputs) if model.rank is None else int(model.rank),  # columns of W
-        "noise": dict(zip(outputs, map(float, model.noise_), strict=True)),
-        "mean": dict(zip(outputs, map(float, model.mean_), strict=True)),
-        "units": "k(x, x') B_ij: the kernel's variance is 1 and B_ij is in units of target i "
-                 "times target j; lengthscales in units of X; noise in squared units of each "
-                 "target",
     }
 
 
@@ -154,9 +168,11 @@ class MultiOutputRegression(Regression):
         if choice.multi_output not in forms:
             raise ValueError(f"--model {choice.model} takes --multi-output "
                              f"{' or '.join(forms)}, not {choice.multi_output}")
-        if choice.multi_output == "icm" and choice.kernel != "ard":  # GPRegressor._fit_joint
-            raise ValueError(f"--multi-output icm fits an ARD squared-exponential kernel: use "
-                             f"--kernel ard, not {choice.kernel}")
+        joint = choice.multi_output != MULTI_OUTPUT_CHOICES[0]
+        if joint and choice.kernel != "ard":  # GPRegressor._fit_joint
+            raise ValueError(f"--multi-output {choice.multi_output} fits an ARD "
+                             f"squared-exponential kernel: use --kernel ard, not "
+                             f"{choice.kernel}")
         if choice.method not in _METHODS:
             raise ValueError(f"--method {choice.method} explains one target; with several "
                              f"--target columns use --method {' or '.join(_METHODS)}")
@@ -168,11 +184,13 @@ class MultiOutputRegression(Regression):
     @staticmethod
     def build(choice, n_rows: int, warm_start=None):
         """An unfitted estimator of ``--model``'s family for a 2-D target in the
-        ``--multi-output`` form, with ``--rank`` when given (an ICM's; ``warm_start`` is not
-        used: the held-out fit starts afresh)."""
+        ``--multi-output`` form, with ``--rank`` (an ICM's or LMC's) and ``--n-components``
+        (an LMC's) when given (``warm_start`` is not used: the held-out fit starts afresh)."""
         model = family(choice.model).build(choice.settings(n_rows))
-        rank = {} if choice.rank is None else {"rank": choice.rank}
-        return model.set_params(multi_output=choice.multi_output, **rank)
+        given = {"rank": choice.rank, "n_components": choice.n_components}
+        return model.set_params(multi_output=choice.multi_output,
+                                **{name: value for name, value in given.items()
+                                   if value is not None})
 
     @staticmethod
     def holdout_scores(model, X_test, Y_test) -> dict:

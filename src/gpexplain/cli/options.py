@@ -85,15 +85,25 @@ ForceOption = Annotated[
 MultiOutputOption = Annotated[
     str,
     typer.Option(
-        help=f"Several --target columns: {MULTI_OUTPUT_CHOICES[0]} (one GP per target) or icm "
+        help=f"Several --target columns: {MULTI_OUTPUT_CHOICES[0]} (one GP per target), icm "
         "(one intrinsic coregionalisation model of all of them, --kernel ard; explain writes "
-        "the correlation of different targets' attributions to output_correlations.csv).",
+        "the correlation of different targets' attributions to output_correlations.csv) or "
+        "lmc (a linear model of coregionalisation: two such terms, each with its own "
+        "lengthscales; no sensitivity command yet).",
+    ),
+]
+NComponentsOption = Annotated[
+    int | None,
+    typer.Option(
+        help="--multi-output lmc only: the number Q of its terms B^q k_q(x, x'), each with its "
+        "own lengthscales (default 2; 1 is the icm).",
     ),
 ]
 RankOption = Annotated[
     int | None,
     typer.Option(
-        help="--multi-output icm only: the rank r of W in its coregionalisation matrix B = W "
+        help="--multi-output icm or lmc only: the rank r of W in its coregionalisation matrix "
+        "(each term's, for lmc) B = W "
         "W^T + diag(v), 1 to the number of targets (default: that number, full rank; 1: the "
         "targets share one latent function besides their own parts).",
     ),

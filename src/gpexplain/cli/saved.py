@@ -77,7 +77,7 @@ def save_model(model, encoder: CategoricalEncoder, choice: Choice, target: str |
         "seed": choice.seed, "n_inducing": choice.n_inducing if choice.n_inducing_given else None,
         "target": target,
         "missing": missing.strip().lower(), "multi_output": choice.multi_output,
-        "rank": choice.rank,
+        "rank": choice.rank, "n_components": choice.n_components,
     }
     (directory / CHOICES_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
@@ -109,8 +109,10 @@ def load_model(directory: Path, method: str, game: str | None = None,
     outputs = getattr(model, "output_names_", None)
     # A model of several targets: its form is the estimator's own parameter.
     multi_output = model.multi_output if outputs is not None else MULTI_OUTPUT_CHOICES[0]
-    # Its --rank too (an ICM's only: independent outputs ignore the parameter).
-    rank = model.rank if outputs is not None and multi_output == "icm" else None
+    # Its --rank too (a coregionalised model's only: independent outputs ignore it).
+    rank = (model.rank if outputs is not None and multi_output != MULTI_OUTPUT_CHOICES[0]
+            else None)
+    n_components = model.n_components if multi_output == "lmc" else None
     # The --model option: the family's own, or for the classifier the one cli.json names.
     options = entry.cli_names or (name,)
     option = record.get("model") if record.get("model") in options else options[0]
@@ -127,7 +129,7 @@ def load_model(directory: Path, method: str, game: str | None = None,
         option, "ard" if own_kernel or not named else model.kernel, method,
         record.get("seed", 0),
         record.get("n_inducing") if "n_inducing" in FAMILIES.get(option).options else None,
-        game, background, multi_output, rank,
+        game, background, multi_output, rank, n_components=n_components,
     )
     if not named:
         choice = replace(choice, kernel=f"{type(model.kernel).__name__} (saved from Python)")

@@ -111,6 +111,10 @@ def command(
         for name in columns:
             _refuse_class_labels(selected[name])
         check_targets(choice, len(columns))
+        if choice.multi_output == "lmc":  # gx.global_sensitivity refuses its term form
+            raise ValueError("--multi-output lmc has no sensitivity analysis yet (the Sobol "
+                             "indices of a sum of coregionalised terms are not built); use "
+                             "--multi-output icm or independent, or gpexplain explain")
         task = "multi-output" if len(columns) > 1 else "regression"
         handler = TASKS.get(task)
         handler.check(choice, (None, None))

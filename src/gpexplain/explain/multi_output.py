@@ -1,23 +1,26 @@
 """Explanations of a multi-output posterior: every output, and the covariance across outputs.
 
 For a coregionalised posterior (``gpexplain.posterior.multi_output.CoregionalizedPosterior``,
-ICM ``k((x, i), (x', j)) = B_ij k(x, x')``) the functional is bound once to the *input* kernel
-k on the augmented training inputs (the same closed forms and quadrature schemes as a
-single-output GP), and per chunk of query points
+ICM ``k((x, i), (x', j)) = B_ij k(x, x')``, or ``gpexplain.posterior.lmc.LMCPosterior``, LMC
+``k((x, i), (x', j)) = sum_q B^q_ij k_q(x, x')``) the functional is bound once to each term's
+*input* kernel k_q on the augmented training inputs (the same closed forms and quadrature
+schemes as a single-output GP; ``gpexplain.functionals.terms.TermSum``), and per chunk of query
+points
 
-    C_i[p, a, n]          = B[i, task_n] (L_a k(., x_n))(x_p)       cross term of output i
+    C_i[p, a, n]          = sum_q B^q[i, task_n] (L_a k_q(., x_n))(x_p)     cross term of output i
     mean[p, i, a]         = C_i[p, a, :] alpha
-    cov[p, (i, a), (j, b)] = B_ij (L_a L_b' k)(x_p) - C_i[p, a, :] K^{-1} C_j[p, b, :]^T
+    cov[p, (i, a), (j, b)] = sum_q B^q_ij (L_a L_b' k_q)(x_p) - C_i[p, a, :] K^{-1} C_j[p, b, :]^T
 
 (Alvarez, Rosasco and Lawrence, *Kernels for vector-valued functions: a review*, 2012, eq. 4.3
-for the ICM predictive covariance; the functional form is the generic formula of DESIGN.md on
-the augmented representer form). Each output's result is then finished like a single-output
-one (finite check, completeness against that output's marginal posterior, warnings).
+for the ICM predictive covariance, Sec. 4.2 for the LMC; the functional form is the generic
+formula of DESIGN.md on the augmented representer form). Each output's result is then
+finished like a single-output one (finite check, completeness against that output's marginal
+posterior, warnings).
 
 With ``return_cov="points"`` the same formula holds between two points: for outputs i, j,
 features a, b and points x_p, x_q,
 
-    Cov[L_a f_i(x_p), L_b f_j(x_q)] = B_ij (L_a L_b' k)(x_p, x_q)
+    Cov[L_a f_i(x_p), L_b f_j(x_q)] = sum_q B^q_ij (L_a L_b' k_q)(x_p, x_q)
                                       - C_i[p, a, :] K^{-1} C_j[q, b, :]^T
 
 (the functional's two-point prior term, ``Scheme.prior_between``). ``_StackedOutputs`` presents
@@ -41,6 +44,7 @@ import numpy as np
 from gpexplain.explain._points import PointCovariance
 from gpexplain.explain._result import finished_attribution
 from gpexplain.functionals.base import LinearFunctional
+from gpexplain.functionals.terms import TermSum
 from gpexplain.multi_output_attribution import MultiOutputAttribution
 from gpexplain.parallel import concatenate_chunks, default_chunk_size, iter_chunks
 
@@ -96,13 +100,16 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     return_cov = True if points else return_cov
     marginals = [posterior.marginal(i) for i in index]
     Z = posterior.train_inputs
-    scheme = functional.bind(posterior.kernel, Z)
+    # What an output's marginal cannot be explained by (an LMC output's term form) is refused
+    # by name before any work; the joint terms then bind each term's input kernel.
+    functional.bind(marginals[0].kernel, Z)
+    terms = output_terms(posterior, functional, index)
     X = posterior.check_inputs(X)
     if chunk_size is None:
         chunk_size = default_chunk_size(
-            *Z.shape, copies_per_point=scheme.copies_per_point() * (len(index) + 1)
+            *Z.shape, copies_per_point=terms.copies_per_point() * (len(index) + 1)
         )
-    context = (posterior, scheme, functional, index, marginals, return_cov)
+    context = (posterior, terms, functional, index, marginals, return_cov)
     mean, cov, prediction, reference, difference_variance = concatenate_chunks(
         iter_chunks(_coregionalized_chunk, context, X, chunk_size, client=client,
                     training_rows=len(Z))
@@ -113,7 +120,7 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
             cov=None if cov is None else np.ascontiguousarray(cov[:, k, :, k, :]),
             prediction=prediction[:, k],
             baseline_prediction=None if reference is None else float(reference[0, k]),
-            feature_names=functional.output_names(marginal), method=functional.describe(scheme),
+            feature_names=functional.output_names(marginal), method=functional.describe(terms),
             difference_variance=None if difference_variance is None else difference_variance[:, k],
             check_completeness=functional.complete, posterior=marginal,
         )
@@ -125,7 +132,7 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
                      marginal, functional.bind(marginal.kernel, Z), functional, X,
                      client=client))
                  for part, marginal in zip(parts, marginals, strict=True)]
-        stacked = _StackedOutputs(posterior, scheme, functional, index)
+        stacked = _StackedOutputs(posterior, terms, functional, index)
         joint_point_cov = PointCovariance(posterior, stacked, stacked, X, client=client)
     return MultiOutputAttribution(parts, names, cov, independent=False,
                                   joint_point_cov=joint_point_cov)
@@ -137,67 +144,73 @@ class _StackedOutputs:
     which reads from its scheme the cross terms, the two-point prior term and its price per
     pair of points, and from its functional the output weights, the names and ``n_steps``.
 
-    Cross term ``B[i, task_n] (L_a k(., x_n))(x)`` (the ICM's over the augmented training set,
-    with ``posterior.quadratic_form``'s K^{-1}); two-point prior term
-    ``B_ij (L_a L_b' k)(x_p, x_q)`` from the input kernel's scheme.
+    Cross term ``sum_q B^q[i, task_n] (L_a k_q(., x_n))(x)`` over the augmented training set
+    (with ``posterior.quadratic_form``'s K^{-1}); two-point prior term
+    ``sum_q B^q_ij (L_a L_b' k_q)(x_p, x_q)``; both from ``terms`` (a ``TermSum``).
     """
 
-    def __init__(self, posterior, scheme, functional, index):
-        self.scheme, self.functional = scheme, functional
-        self.coregionalization = posterior.coregionalization[np.ix_(index, index)]
-        self.task_weights = posterior.task_weights(index)  # (t, N)
+    def __init__(self, posterior, terms, functional, index):
+        self.terms, self.functional = terms, functional
+        self.n_outputs = len(index)
         self.n_steps = getattr(functional, "n_steps", 1)
         self.names = [f"{posterior.output_names[i]}/{name}" for i in index
                       for name in functional.output_names(posterior)]
 
     @property
     def torch_kernel(self):  # named in PointCovariance's refusal of slow quadrature
-        return self.scheme.torch_kernel
+        return self.terms.torch_kernel
 
     def cross(self, X: np.ndarray) -> np.ndarray:
         """(m, t D, N)."""
-        cross = self.scheme.cross(X)  # (m, D, N)
-        m, D, N = cross.shape
-        stacked = cross[:, None, :, :] * self.task_weights[None, :, None, :]
-        return stacked.reshape(m, len(self.task_weights) * D, N)
+        stacked = self.terms.cross(X)  # (m, t, D, N)
+        m, t, D, N = stacked.shape
+        return stacked.reshape(m, t * D, N)
 
     def prior_between(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         """(n1, n2, t D, t D)."""
-        prior = self.scheme.prior_between(X1, X2)  # (n1, n2, D, D)
-        n1, n2, D, _ = prior.shape
-        t = len(self.coregionalization)
-        joint = np.einsum("ij,pqab->pqiajb", self.coregionalization, prior)
+        joint = self.terms.prior_between(X1, X2)  # (n1, n2, t, D, t, D)
+        n1, n2, t, D = joint.shape[:4]
         return joint.reshape(n1, n2, t * D, t * D)
 
     def point_pair_seconds(self) -> float:
-        return self.scheme.point_pair_seconds()  # one prior term per pair serves all outputs
+        return self.terms.point_pair_seconds()  # one prior term per pair serves all outputs
 
     def output_weights(self, X: np.ndarray) -> np.ndarray | None:
         weights = self.functional.output_weights(X)  # (m, D) or None
-        return None if weights is None else np.tile(weights, (1, len(self.task_weights)))
+        return None if weights is None else np.tile(weights, (1, self.n_outputs))
 
     def output_names(self, posterior) -> list[str]:
         return list(self.names)
 
 
+def output_terms(posterior, functional: LinearFunctional, index) -> TermSum:
+    """The ``TermSum`` of ``functional`` for outputs ``index`` of a coregionalised posterior
+    (``posterior.coregionalization_terms``: one term for the ICM, Q for the LMC).
+
+    Raises
+    ------
+    TypeError
+        No scheme for one of the terms' kernels (named by ``LinearFunctional.bind``).
+    """
+    kernels = [kernel for kernel, _ in posterior.coregionalization_terms]
+    return TermSum(functional, kernels, posterior.train_inputs,
+                   posterior.term_task_weights(index), posterior.term_coregionalizations(index))
+
+
 def _coregionalized_chunk(block: np.ndarray, context) -> tuple:
     """Per block: mean (m, t, D), joint cov (m, t, D, t, D) or None, prediction (m, t), and
     per output the completeness reference and difference variance ((m, t) or None)."""
-    posterior, scheme, functional, index, marginals, return_cov = context
-    weights = posterior.task_weights(index)  # (t, N): B[i, task_n]
+    posterior, terms, functional, index, marginals, return_cov = context
     if return_cov:
-        cross, prior = scheme.cross_and_prior(block)
+        stacked, prior = terms.cross_and_prior(block)  # (m, t, D, N), (m, t, D, t, D)
     else:
-        cross, prior = scheme.cross(block), None
-    stacked = cross[:, None, :, :] * weights[None, :, None, :]  # (m, t, D, N)
+        stacked, prior = terms.cross(block), None
     mean = stacked @ posterior.alpha
     m, t, D, N = stacked.shape
     cov = None
     if prior is not None:
-        B = posterior.coregionalization[np.ix_(index, index)]
         flat = stacked.reshape(m, t * D, N)
-        joint = np.einsum("ij,pab->piajb", B, prior).reshape(m, t * D, t * D)
-        joint = joint - posterior.quadratic_form(flat)
+        joint = prior.reshape(m, t * D, t * D) - posterior.quadratic_form(flat)
         cov = (0.5 * (joint + np.swapaxes(joint, 1, 2))).reshape(m, t, D, t, D)
     output_weights = functional.output_weights(block)
     if output_weights is not None:
@@ -205,10 +218,7 @@ def _coregionalized_chunk(block: np.ndarray, context) -> tuple:
         if cov is not None:
             cov = (cov * output_weights[:, None, :, None, None]
                    * output_weights[:, None, None, None, :])
-    kernel_block = scheme.kernel_matrix(block)  # (m, N)
-    prediction = posterior.mean[index][None, :] + (kernel_block[:, None, :] * weights) @ (
-        posterior.alpha
-    )
+    prediction = posterior.mean[index][None, :] + terms.kernel_matrix(block) @ posterior.alpha
     targets = [functional.completeness_target(marginal, block, return_cov)
                for marginal in marginals]
     reference = (None if targets[0][0] is None

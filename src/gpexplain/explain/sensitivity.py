@@ -67,6 +67,7 @@ from gpexplain.functionals.product_shapley import (
     multilinear_shapley,
     not_product_message,
 )
+from gpexplain.functionals.terms import CoregionalTerms, not_built_message
 from gpexplain.global_attribution import GlobalSensitivity, MultiOutputSensitivity
 from gpexplain.kernels.measures import Gaussian, check_measure
 from gpexplain.kernels.product import product_structure
@@ -201,6 +202,8 @@ def global_sensitivity(
             "gx.RandomFeatureGPRegressor(n_models=1))."
         )
     n_basis, n_features = posterior.train_inputs.shape
+    if isinstance(posterior.kernel, CoregionalTerms):  # quadratic forms of a sum of terms
+        raise TypeError(not_built_message("global_sensitivity"))
     structure = product_structure(posterior.kernel, n_features)
     if structure is None:
         raise TypeError(not_product_message(posterior.kernel, "global Sobol indices"))

@@ -43,6 +43,7 @@ from gpexplain.kernels.orthogonal_additive import OrthogonalAdditive
 from gpexplain.parallel import default_chunk_size
 from gpexplain.posterior import as_posterior
 from gpexplain.posterior.linked import latent_posterior
+from gpexplain.posterior.multi_output import TaskAugmentedPosterior
 
 __all__ = ["shapley_values", "global_shapley_values"]
 
@@ -222,7 +223,10 @@ def _shapley_functional(posterior, game, baseline, background, measure):
 
 
 def _kernel_of(posterior):
-    """The kernel of a posterior (of its first component for a mixture: all share the type)."""
+    """The kernel of a posterior (of its first component for a mixture: all share the type;
+    of its first term for a coregionalised posterior, whose games are checked per term)."""
+    if isinstance(posterior, TaskAugmentedPosterior):
+        return posterior.coregionalization_terms[0][0]
     components = getattr(posterior, "components", None)
     return (components[0] if components else posterior).kernel
 

@@ -33,6 +33,7 @@ from gpexplain.functionals.function_shapley import function_shapley_values
 from gpexplain.functionals.games import GAMES
 from gpexplain.functionals.integrated_gradient import _refuse_matern_half
 from gpexplain.functionals.product_shapley import not_product_message
+from gpexplain.functionals.terms import CoregionalTerms, sum_terms
 from gpexplain.functionals.variance import (
     StructureKernel,
     product_measure_variance,
@@ -206,29 +207,33 @@ def _std_shapley(posterior, X, game, baseline, background, measure) -> Attributi
             "the 2^d coalitions: s(x) is not a sum of product games); pass baseline= or use "
             "what='variance' for the interventional and product-measure games."
         )
-    module = _torch_kernel(posterior, "Shapley values of the posterior standard deviation")
+    terms = _torch_terms(posterior, "Shapley values of the posterior standard deviation")
     point = resolve_baseline("mean" if baseline is None else baseline,
                              posterior.data_inputs, posterior.feature_names)
     X = posterior.check_inputs(X)
-    function = posterior_variance_function(posterior, module, std=True)
+    function = posterior_variance_function(posterior, terms, std=True)
     values, prediction, base_value, gap = function_shapley_values(function, X, point,
-                                                                  like=module)
+                                                                  like=terms[0][0])
     scale = float(np.sqrt(np.max(posterior.kernel.diag(np.vstack([X, point[None, :]])))))
     return _finished(posterior, X, values, prediction, base_value, point,
                      "posterior standard deviation: exact Shapley values (baseline game, all "
                      "2^d coalitions)", gap=gap, scale=scale)
 
 
-def _torch_kernel(posterior, what: str):
-    """The posterior's kernel as a GPyTorch module, or a TypeError naming what needs it."""
+def _torch_terms(posterior, what: str) -> list:
+    """The posterior's kernel as GPyTorch modules ``[(module, prior weight, cross weight)]``:
+    one module with weights None (1) for a kernel; for an output of a linear model of
+    coregionalisation each term's ``(k_q, B^q_ii, B^q[i, task_n])``. TypeError names what
+    needs them."""
+    kernel = posterior.kernel
+    parts = kernel.terms if isinstance(kernel, CoregionalTerms) else [(kernel, None, None)]
     try:
-        module = posterior.kernel.torch_kernel(posterior.n_features)
+        return [(k.torch_kernel(posterior.n_features), prior, cross) for k, prior, cross in parts]
     except (NotImplementedError, AttributeError, TypeError):
         raise TypeError(
             f"{what} need a differentiable kernel (gx.kernels.RBF, or a GPyTorch kernel); "
             f"got {posterior.kernel!r}."
         ) from None
-    return module
 
 
 def _variance(kernel, Z, Q, X) -> np.ndarray:
@@ -250,14 +255,15 @@ def _integrated_gradients(posterior, structure, X, baseline, what, n_steps) -> A
         return _finished(posterior, X, values, prediction, base_value, point,
                          "posterior variance: integrated gradients (closed form, squared "
                          "exponential)")
-    module = _torch_kernel(posterior, "integrated gradients of the posterior variance")
-    _refuse_matern_half(module)
+    terms = _torch_terms(posterior, "integrated gradients of the posterior variance")
+    for module, _, _ in terms:
+        _refuse_matern_half(module)
     X = posterior.check_inputs(X)
-    function = posterior_variance_function(posterior, module, std=what == "std")
+    function = posterior_variance_function(posterior, terms, std=what == "std")
     prior = float(np.max(posterior.kernel.diag(np.vstack([X, point[None, :]]))))
     scale = np.sqrt(prior) if what == "std" else prior
     values, prediction, base_value, gap = function_integrated_gradients(
-        function, X, point, n_steps=n_steps, like=module, scale=scale,
+        function, X, point, n_steps=n_steps, like=terms[0][0], scale=scale,
     )
     label = "standard deviation" if what == "std" else "variance"
     return _finished(posterior, X, values, prediction, base_value, point,
@@ -265,18 +271,29 @@ def _integrated_gradients(posterior, structure, X, baseline, what, n_steps) -> A
                      f"from n_steps={n_steps})", gap=gap, scale=scale)
 
 
-def posterior_variance_function(posterior, module, std: bool = False):
-    """``x -> s2(x)`` (or ``s(x)``) as a differentiable torch function of rows (n, d)."""
+def posterior_variance_function(posterior, terms, std: bool = False):
+    """``x -> s2(x)`` (or ``s(x)``) as a differentiable torch function of rows (n, d).
+
+    ``terms``: ``[(module, prior weight, cross weight)]`` (``_torch_terms``): ``s2(x) =
+    sum_q p_q k_q(x, x) - u(x)^T Q u(x)`` with ``u(x) = sum_q w_q k_q(x, Z)`` (one term of
+    weights None: ``k(x, x) - k(x, Z) Q k(Z, x)``).
+    """
     import torch
 
     from gpexplain._torch import as_tensor
 
-    Z = as_tensor(posterior.train_inputs, like=module)
-    Q = as_tensor(_q_matrix(posterior), like=module)
+    like = terms[0][0]
+    Z = as_tensor(posterior.train_inputs, like=like)
+    Q = as_tensor(_q_matrix(posterior), like=like)
+    weights = [(module, None if prior is None else as_tensor(np.asarray(prior), like=like),
+                None if cross is None else as_tensor(cross, like=like))
+               for module, prior, cross in terms]
 
     def function(x):
-        cross = module(x, Z).to_dense()
-        prior = module(x, x, diag=True)
+        cross = sum_terms(module(x, Z).to_dense() if w is None else w * module(x, Z).to_dense()
+                          for module, _, w in weights)
+        prior = sum_terms(module(x, x, diag=True) if p is None else p * module(x, x, diag=True)
+                          for module, p, _ in weights)
         variance = prior - torch.einsum("pn,nm,pm->p", cross, Q, cross)
         if std:
             return torch.sqrt(torch.clamp(variance, min=1e-300))

@@ -7,13 +7,16 @@ from gpexplain.functionals.integrated_gradient import IntegratedGradient
 from gpexplain.functionals.local_linear_weight import LocalLinearWeight
 from gpexplain.functionals.product_shapley import ProductShapley
 from gpexplain.functionals.shapley import AdditiveShapley
+from gpexplain.functionals.terms import CoregionalTerms, TermSum
 
 __all__ = [
     "AdditiveShapley",
+    "CoregionalTerms",
     "Gradient",
     "IntegratedGradient",
     "LinearFunctional",
     "LocalLinearWeight",
     "ProductShapley",
     "Scheme",
+    "TermSum",
 ]

@@ -179,11 +179,14 @@ class LinearFunctional(ABC):
         Raises
         ------
         TypeError
-            No scheme is registered for the kernel's type; the message lists those that are.
+            No scheme is registered for the kernel's type; the message lists those that are
+            (and starts with the kernel's ``explanation_hint`` where it has one).
         """
         scheme = self.scheme_for(kernel)
         if scheme is None:
-            raise TypeError(self.unsupported_kernel_message(kernel))
+            message = self.unsupported_kernel_message(kernel)
+            hint = getattr(kernel, "explanation_hint", "")
+            raise TypeError(message if hint in message else f"{hint} {message}")
         return scheme(self, kernel, Z)
 
     def unsupported_kernel_message(self, kernel) -> str:

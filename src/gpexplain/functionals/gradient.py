@@ -21,6 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from gpexplain.functionals.base import LinearFunctional, Scheme
+from gpexplain.functionals.terms import CoregionalTerms, term_scheme
 from gpexplain.kernels import derivatives
 from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.rbf import RBF
@@ -108,3 +109,7 @@ class DerivativeProcessGradient(Scheme):
         (per feature) of each other take the same-point value (``gradient_prior_between``)."""
         scale = np.ptp(self.Z, axis=0) if len(self.Z) > 1 else np.ones(self.Z.shape[1])
         return derivatives.gradient_prior_between(self.module, X1, X2, 1e-8 * scale)
+
+
+# An output of a linear model of coregionalisation: each term's scheme, summed.
+Gradient.register(CoregionalTerms)(term_scheme)

@@ -45,6 +45,7 @@ from gpexplain.functionals.quadrature import (
     stationary_prior,
     two_path_prior,
 )
+from gpexplain.functionals.terms import CoregionalTerms, term_scheme
 from gpexplain.kernels.base import Kernel
 from gpexplain.kernels.random_features import RandomFeatureKernel
 from gpexplain.kernels.rbf import RBF
@@ -506,3 +507,7 @@ def quadrature_scheme(functional: IntegratedGradient, kernel, Z: np.ndarray) -> 
     if leaves is not None:
         return StationaryQuadrature(functional, kernel, Z, module, nodes, weights, leaves)
     return PlainQuadrature(functional, kernel, Z, module, nodes, weights)
+
+
+# An output of a linear model of coregionalisation: each term's scheme, summed.
+IntegratedGradient.register(CoregionalTerms)(term_scheme)

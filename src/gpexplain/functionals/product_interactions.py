@@ -71,6 +71,7 @@ from gpexplain.functionals.product_shapley import (
     gauss_legendre_unit,
     multilinear_shapley,
 )
+from gpexplain.functionals.terms import CoregionalTerms, term_scheme
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
 from gpexplain.kernels.rbf import RBF
 
@@ -322,3 +323,7 @@ class ProductInteractionScheme(ProductShapleyScheme):
         n_references = len(self.reference_cross)
         prior = -(-4 * n_references * m * m * n_outputs // max(self.Z.shape[0] * d, 1))
         return max(cross, prior)
+
+
+# An output of a linear model of coregionalisation: each term's scheme, summed.
+ProductShapleyInteraction.register(CoregionalTerms)(term_scheme)

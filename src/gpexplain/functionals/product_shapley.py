@@ -36,7 +36,8 @@ every two background rows: O(B^2 d^2 ceil(d/2)^2) per point (the mean-only path 
 
 Completeness: the base value is ``v({}) = E_r m(r)`` (product measure: ``m0 + s2 sum_n a_n
 prod_j mu_j(z_nj)``), and ``1^T Cov 1 = Var[f(x) - E_r f(r)]``, both computed from the kernel
-directly, not from A and P.
+directly, not from A and P (for an output of a linear model of coregionalisation, term by
+term: ``sum_q B^q[i, task_n] s2_q prod_j mu_qj(z_nj)`` and the prior ``sum_q B^q_ii (...)``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpexplain.functionals.base import LinearFunctional, Scheme
+from gpexplain.functionals.terms import CoregionalTerms, sum_terms, term_scheme
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
 from gpexplain.kernels.product import product_structure
 from gpexplain.kernels.rbf import RBF
@@ -127,16 +129,24 @@ class ProductShapley(LinearFunctional):
             base_value = float(np.mean(posterior.predict_mean(self.references)))
             variance = posterior.difference_variance(X, self.references) if return_var else None
             return base_value, variance
-        structure = product_structure(posterior.kernel, posterior.n_features)
-        Z = posterior.train_inputs
-        reference_cross = structure.variance * structure.embedding(Z, self.measure).prod(-1)
+        # Term by term for an output of an LMC (prior weights B^q_ii, cross weights
+        # B^q[i, task_n]); one term of weights 1 otherwise.
+        kernel, Z = posterior.kernel, posterior.train_inputs
+        terms = kernel.terms if isinstance(kernel, CoregionalTerms) else [(kernel, 1.0, 1.0)]
+        structures = [(product_structure(k, posterior.n_features), prior, cross)
+                      for k, prior, cross in terms]
+        reference_cross = sum_terms(
+            cross * structure.variance * structure.embedding(Z, self.measure).prod(-1)
+            for structure, _, cross in structures)
         base_value = posterior.mean + float(reference_cross @ posterior.alpha)
         if not return_var:
             return base_value, None
-        prior = posterior.kernel.diag(X) - 2.0 * structure.variance * structure.embedding(
-            X, self.measure
-        ).prod(-1) + structure.variance * structure.double_embedding(self.measure).prod()
-        cross = posterior.kernel(X, Z) - reference_cross
+        prior = kernel.diag(X) - sum_terms(
+            2.0 * weight * structure.variance * structure.embedding(X, self.measure).prod(-1)
+            for structure, weight, _ in structures) + sum_terms(
+            weight * structure.variance * structure.double_embedding(self.measure).prod()
+            for structure, weight, _ in structures)
+        cross = posterior.cross_kernel(X) - reference_cross
         reduction = posterior.quadratic_form(cross[:, None, :])[:, 0, 0]
         return base_value, np.maximum(prior - reduction, 0.0)
 
@@ -247,3 +257,6 @@ class ProductShapleyScheme(Scheme):
         prior = -(-6 * n_references * m * m // max(self.Z.shape[0], 1))
         return max(3 * m + 3, prior)
 
+
+# An output of a linear model of coregionalisation: each term's scheme, summed.
+ProductShapley.register(CoregionalTerms)(term_scheme)

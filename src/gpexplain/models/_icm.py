@@ -25,11 +25,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from gpexplain.functionals.terms import sum_terms
 from gpexplain.kernels import RBF
 from gpexplain.models._se_likelihood import LOG_BOUNDS
 from gpexplain.posterior.multi_output import CoregionalizedPosterior
 
-__all__ = ["fit_icm"]
+__all__ = ["Standardised", "Term", "fit_icm"]
 
 
 def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int,
@@ -51,60 +52,125 @@ def fit_icm(X: np.ndarray, Y: np.ndarray, names, output_names, max_iter: int,
     ValueError
         Fewer than 2 outputs.
     """
-    n, t = Y.shape
-    if t < 2:
-        raise ValueError("an ICM needs a y of at least 2 columns (outputs).")
-    x_mean, x_scale = X.mean(0), X.std(0)
-    x_scale = np.where(x_scale > 0, x_scale, 1.0)
-    y_mean, y_scale = Y.mean(0), Y.std(0)
-    y_scale = np.where(y_scale > 0, y_scale, 1.0)
-    Xs = torch.as_tensor((X - x_mean) / x_scale)
-    ys = torch.as_tensor(((Y - y_mean) / y_scale).T.reshape(-1))  # task-major
-    correlation = np.corrcoef(((Y - y_mean) / y_scale).T) if n > 1 else np.eye(t)
-    factor = np.linalg.cholesky(0.9 * np.nan_to_num(correlation) + 0.1 * np.eye(t))
-    raw_lengthscale = _unbounded(np.zeros(X.shape[1]), "lengthscale")
-    W = torch.tensor(factor[:, :t if rank is None else rank].copy(), dtype=torch.float64,
-                     requires_grad=True)
-    log_v = torch.full((t,), np.log(0.1), dtype=torch.float64, requires_grad=True)
-    raw_noise = _unbounded(np.full(t, np.log(0.1)), "noise")
-    parameters = [raw_lengthscale, W, log_v, raw_noise]
+    data = Standardised(X, Y, "an ICM")
+    term = data.first_term(rank)
+    lml = data.maximise([term], max_iter)
+    with torch.no_grad():
+        B, lengthscale = data.term_in_units(term)
+    posterior = CoregionalizedPosterior(
+        data.augmented_inputs(), data.tasks, data.augmented_targets(), RBF(lengthscale, 1.0),
+        B, data.noise_in_units(), mean=data.y_mean, output_names=output_names,
+        feature_names=names,
+    )
+    return posterior, lml
 
-    def negative_lml():
-        scaled = Xs / _bounded(raw_lengthscale, "lengthscale").exp()
+
+class Term:
+    """One coregionalised term's parameters (standardised units): unbounded log
+    lengthscales, W (t x r) and log v, as leaf tensors the optimiser moves."""
+
+    def __init__(self, log_lengthscale, W, log_v):
+        self.raw_lengthscale = _unbounded(log_lengthscale, "lengthscale")
+        self.W = torch.tensor(np.asarray(W, dtype=np.float64).copy(), dtype=torch.float64,
+                              requires_grad=True)
+        self.log_v = torch.tensor(np.asarray(log_v, dtype=np.float64), requires_grad=True)
+
+    @property
+    def parameters(self) -> list[torch.Tensor]:
+        return [self.raw_lengthscale, self.W, self.log_v]
+
+    def coregionalization(self) -> torch.Tensor:
+        return self.W @ self.W.T + torch.diag(self.log_v.exp())
+
+    def gram(self, Xs: torch.Tensor) -> torch.Tensor:
+        """``B kron k(X, X)`` (task-major), k the unit ARD squared exponential."""
+        scaled = Xs / _bounded(self.raw_lengthscale, "lengthscale").exp()
         # Squared distances without the square root of torch.cdist, whose gradient at a zero
         # distance (a repeated row) is NaN and made the whole optimisation NaN.
         norms = scaled.pow(2).sum(1)
         squared = (norms[:, None] + norms[None, :] - 2 * scaled @ scaled.T).clamp_min(0)
         K = torch.exp(-0.5 * squared)
-        B = W @ W.T + torch.diag(log_v.exp())
-        noise = _bounded(raw_noise, "noise").exp().repeat_interleave(n)
-        gram = torch.kron(B, K) + torch.diag(noise)
+        return torch.kron(self.coregionalization(), K)
+
+
+class Standardised:
+    """The data of a coregionalised fit on standardised inputs and per-column standardised
+    targets, its noise parameters, and the exact log marginal likelihood of a sum of terms.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 2 outputs (``what`` names the model).
+    """
+
+    def __init__(self, X: np.ndarray, Y: np.ndarray, what: str):
+        n, t = Y.shape
+        if t < 2:
+            raise ValueError(f"{what} needs a y of at least 2 columns (outputs).")
+        self.n, self.t, self.X, self.Y = n, t, X, Y
+        self.x_mean, x_scale = X.mean(0), X.std(0)
+        self.x_scale = np.where(x_scale > 0, x_scale, 1.0)
+        self.y_mean, y_scale = Y.mean(0), Y.std(0)
+        self.y_scale = np.where(y_scale > 0, y_scale, 1.0)
+        self.Xs = torch.as_tensor((X - self.x_mean) / self.x_scale)
+        self.ys = torch.as_tensor(((Y - self.y_mean) / self.y_scale).T.reshape(-1))  # task-major
+        self.tasks = np.repeat(np.arange(t), n)
+        self.raw_noise = _unbounded(np.full(t, np.log(0.1)), "noise")
+
+    def first_term(self, rank: int | None) -> Term:
+        """Lengthscales 1, W the first ``rank`` columns of the Cholesky factor of 0.9 times
+        the empirical correlation plus 0.1 I, v = 0.1."""
+        n, t = self.n, self.t
+        correlation = (np.corrcoef(((self.Y - self.y_mean) / self.y_scale).T) if n > 1
+                       else np.eye(t))
+        factor = np.linalg.cholesky(0.9 * np.nan_to_num(correlation) + 0.1 * np.eye(t))
+        return Term(np.zeros(self.X.shape[1]), factor[:, :t if rank is None else rank],
+                    np.full(t, np.log(0.1)))
+
+    def negative_lml(self, terms) -> torch.Tensor:
+        """``-log N(y | 0, sum_q B^q kron k_q(X, X) + diag(noise))`` (standardised units)."""
+        gram = sum_terms(term.gram(self.Xs) for term in terms)
+        noise = _bounded(self.raw_noise, "noise").exp().repeat_interleave(self.n)
+        gram = gram + torch.diag(noise)
         L = _cholesky(gram)
-        alpha = torch.cholesky_solve(ys[:, None], L)[:, 0]
-        return 0.5 * ys @ alpha + torch.log(torch.diagonal(L)).sum() + 0.5 * len(ys) * np.log(
-            2 * np.pi)
+        alpha = torch.cholesky_solve(self.ys[:, None], L)[:, 0]
+        return 0.5 * self.ys @ alpha + torch.log(torch.diagonal(L)).sum() + 0.5 * len(
+            self.ys) * np.log(2 * np.pi)
 
-    optimizer = torch.optim.LBFGS(parameters, max_iter=max_iter, line_search_fn="strong_wolfe")
+    def maximise(self, terms, max_iter: int) -> float:
+        """L-BFGS (strong Wolfe) over the terms' parameters and the noise; the final LML."""
+        parameters = [p for term in terms for p in term.parameters] + [self.raw_noise]
+        optimizer = torch.optim.LBFGS(parameters, max_iter=max_iter,
+                                      line_search_fn="strong_wolfe")
 
-    def closure():
-        optimizer.zero_grad()
-        value = negative_lml()
-        value.backward()
-        return value
+        def closure():
+            optimizer.zero_grad()
+            value = self.negative_lml(terms)
+            value.backward()
+            return value
 
-    optimizer.step(closure)
-    with torch.no_grad():
-        lml = -float(negative_lml())
-        B = (W @ W.T + torch.diag(log_v.exp())).numpy()
-        lengthscale = _bounded(raw_lengthscale, "lengthscale").exp().numpy() * x_scale
-        noise = _bounded(raw_noise, "noise").exp().numpy()
-    tasks = np.repeat(np.arange(t), n)
-    posterior = CoregionalizedPosterior(
-        np.tile(X, (t, 1)), tasks, Y.T.reshape(-1), RBF(lengthscale, 1.0),
-        B * np.outer(y_scale, y_scale), (noise * y_scale**2)[tasks], mean=y_mean,
-        output_names=output_names, feature_names=names,
-    )
-    return posterior, lml
+        optimizer.step(closure)
+        with torch.no_grad():
+            return -float(self.negative_lml(terms))
+
+    def term_in_units(self, term: Term) -> tuple[np.ndarray, np.ndarray]:
+        """``B_orig = S B S`` (S the column standard deviations) and the lengthscales times
+        the column scales of X."""
+        B = term.coregionalization().numpy()
+        lengthscale = _bounded(term.raw_lengthscale, "lengthscale").exp().numpy() * self.x_scale
+        return B * np.outer(self.y_scale, self.y_scale), lengthscale
+
+    def noise_in_units(self) -> np.ndarray:
+        """Per augmented row, ``noise_i s_i^2``."""
+        with torch.no_grad():
+            noise = _bounded(self.raw_noise, "noise").exp().numpy()
+        return (noise * self.y_scale**2)[self.tasks]
+
+    def augmented_inputs(self) -> np.ndarray:
+        return np.tile(self.X, (self.t, 1))
+
+    def augmented_targets(self) -> np.ndarray:
+        return self.Y.T.reshape(-1)
 
 
 def _bounded(raw: torch.Tensor, name: str) -> torch.Tensor:

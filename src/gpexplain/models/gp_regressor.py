@@ -38,6 +38,7 @@ from gpexplain.models._fitting import (
 )
 from gpexplain.models._icm import fit_icm
 from gpexplain.models._kernel_choices import kernel_choice
+from gpexplain.models._lmc import fit_lmc
 from gpexplain.models._params import MULTISTART_CONSTRAINTS, Device, Integer, Options
 from gpexplain.models._se_likelihood import maximise_se_marginal_likelihood
 from gpexplain.models._size import check_exact_size
@@ -97,12 +98,16 @@ class GPRegressor(IndependentOutputsFit, PosteriorEstimator, RegressorMixin, Bas
         L-BFGS iterations per start.
     random_state : int, default 0
         Seed of the random starting points (and of the ``restart_rows`` subsample).
-    multi_output : {"independent", "icm"}, default "independent"
-        For a 2-D y only: independent GPs per column, or one ICM of all columns (below).
+    multi_output : {"independent", "icm", "lmc"}, default "independent"
+        For a 2-D y only: independent GPs per column, one ICM of all columns, or one LMC
+        (a sum of ``n_components`` ICM terms, each with its own lengthscales; below).
     rank : int, optional
-        ``multi_output="icm"`` only: the rank r of ``W`` (t x r) in ``B = W W^T + diag(v)``,
-        1 to t (default t, full rank). A low rank says the outputs share r latent functions
-        plus their own independent parts.
+        ``multi_output="icm"`` or ``"lmc"`` only: the rank r of ``W`` (t x r) in ``B = W W^T +
+        diag(v)`` (of each term's W_q for the LMC), 1 to t (default t, full rank). A low rank
+        says the outputs share r latent functions plus their own independent parts.
+    n_components : int, optional
+        ``multi_output="lmc"`` only: Q >= 1, the number of terms ``B^q k_q`` (default 2;
+        1 is the ICM). Refused with another ``multi_output``.
     restart_rows : int, optional
         Squared-exponential kernels with restarts only: run every start on a seeded subsample
         of this many (distinct) rows, then refine the best one on all rows, one start. The
@@ -136,7 +141,15 @@ class GPRegressor(IndependentOutputsFit, PosteriorEstimator, RegressorMixin, Bas
     ``B = W W^T + diag(v)`` with W of ``rank`` columns, noise per output; Bonilla, Chai and
     Williams 2008; one L-BFGS start, ``models._icm``): ``posterior_`` is a
     ``gx.CoregionalizedPosterior`` and ``coregionalization_`` the fitted B in the units of y.
-    Sums of ICM terms (LMC) are not available yet.
+    ``multi_output="lmc"`` fits a linear model of coregionalisation, ``k((x, i), (x', j)) =
+    sum_q B^q_ij k_q(x, x')`` with Q = ``n_components`` ARD squared-exponential k_q of their
+    own lengthscales and ``B^q = W_q W_q^T + diag(v_q)`` (Journel and Huijbregts 1978;
+    Alvarez, Rosasco and Lawrence 2012, Sec. 4.2; ``models._lmc``: the ICM first, then all
+    terms from it): ``posterior_`` is a ``gx.LMCPosterior``, ``coregionalization_`` the
+    (Q, t, t) fitted B^q in the units of y, ``kernel_`` the list of the Q kernels and
+    ``icm_log_marginal_likelihood_`` the LML of its first stage (the ICM), near which the
+    LMC's fit starts (term 1 at the ICM's optimum, the new terms small: usually, not
+    provably, a lower bound of ``log_marginal_likelihood_value_``).
 
     Attributes
     ----------
@@ -193,8 +206,9 @@ class GPRegressor(IndependentOutputsFit, PosteriorEstimator, RegressorMixin, Bas
         **MULTISTART_CONSTRAINTS,
         "restart_rows": Integer(2, allow_none=True),
         "hyperparameter_rows": Integer(2, allow_none=True),
-        "multi_output": Options(("independent", "icm")),
+        "multi_output": Options(("independent", "icm", "lmc")),
         "rank": Integer(1, allow_none=True),
+        "n_components": Integer(1, allow_none=True),
         "device": Device(),
     }
 
@@ -211,6 +225,7 @@ class GPRegressor(IndependentOutputsFit, PosteriorEstimator, RegressorMixin, Bas
         multi_output: str = "independent",
         rank: int | None = None,
         device=None,
+        n_components: int | None = None,
     ):
         self._store_parameters(locals())
 
@@ -219,15 +234,18 @@ class GPRegressor(IndependentOutputsFit, PosteriorEstimator, RegressorMixin, Bas
 
     # -- fitting ------------------------------------------------------------------------
     def _fit_joint(self, X, columns):
-        """``multi_output="icm"``: one coregionalised GP of all columns (``models._icm``)."""
+        """``multi_output="icm"`` or ``"lmc"``: one coregionalised GP of all columns
+        (``models._icm``, ``models._lmc``)."""
+        form = self.multi_output
         if self.device is not None:
             raise ValueError(f"device={self.device!r} is not available with multi_output="
-                             "'icm' yet (its posterior is NumPy on the CPU); leave device unset "
-                             "or use multi_output='independent'.")
+                             f"{form!r} yet (its posterior is NumPy on the CPU); leave device "
+                             "unset or use multi_output='independent'.")
         if not (isinstance(self.kernel, str) and self.kernel == "ard") or self.optimizer is None:
             raise ValueError(
-                "multi_output='icm' fits an ARD squared-exponential ICM: use kernel='ard' and "
-                f"optimizer='lbfgs' (got kernel={self.kernel!r}, optimizer={self.optimizer!r})."
+                f"multi_output={form!r} fits an ARD squared-exponential {form.upper()}: use "
+                f"kernel='ard' and optimizer='lbfgs' (got kernel={self.kernel!r}, "
+                f"optimizer={self.optimizer!r})."
             )
         first = next(iter(columns.values()))
         X, _, names = self._validate_data(X, first)
@@ -240,16 +258,38 @@ class GPRegressor(IndependentOutputsFit, PosteriorEstimator, RegressorMixin, Bas
         # One start on the task-augmented set: its (n t) x (n t) matrices are what costs.
         check_exact_size(Y.size, 1)
         with native_threads(len(X) * len(columns)):
-            posterior, lml = fit_icm(X, Y, names, list(columns), self.max_iter, rank)
+            if form == "lmc":
+                n_components = 2 if self.n_components is None else self.n_components
+                posterior, lml, icm_lml = fit_lmc(X, Y, names, list(columns), self.max_iter,
+                                                  n_components, rank, self.random_state)
+                self.icm_log_marginal_likelihood_ = icm_lml
+                self.kernel_ = list(posterior.kernels)
+                self.coregionalization_ = posterior.coregionalizations
+            else:
+                posterior, lml = fit_icm(X, Y, names, list(columns), self.max_iter, rank)
+                self.kernel_ = posterior.kernel
+                self.coregionalization_ = posterior.coregionalization
         self.output_names_ = list(columns)
         self.posterior_ = posterior
-        self.kernel_ = posterior.kernel
-        self.coregionalization_ = posterior.coregionalization
         self.noise_ = np.array([posterior.noise[posterior.train_tasks == i][0]
                                 for i in range(len(columns))])
         self.mean_ = posterior.mean.copy()
         self.log_marginal_likelihood_value_ = lml
         return self
+
+    def _validate_params(self) -> None:
+        """The declared constraints, then ``n_components`` only with ``multi_output="lmc"``.
+
+        Raises
+        ------
+        ValueError
+            ``n_components`` given with another ``multi_output`` (named).
+        """
+        super()._validate_params()
+        if self.n_components is not None and self.multi_output != "lmc":
+            raise ValueError(f"n_components applies to multi_output='lmc' (the number of its "
+                             f"terms), not to multi_output={self.multi_output!r}; leave it "
+                             "None.")
 
     def _check_params(self):
         """Validate constructor arguments; return the kernel choice and whether it is ARD."""

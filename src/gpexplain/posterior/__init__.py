@@ -6,6 +6,7 @@ from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.botorch import from_botorch
 from gpexplain.posterior.exact import ExactPosterior, cholesky_with_jitter
 from gpexplain.posterior.laplace import LaplacePosterior
+from gpexplain.posterior.lmc import LMCPosterior
 from gpexplain.posterior.mixture import MixturePosterior
 from gpexplain.posterior.multi_output import (
     CoregionalizedPosterior,
@@ -21,6 +22,7 @@ __all__ = [
     "CoregionalizedPosterior",
     "ExactPosterior",
     "IndependentOutputs",
+    "LMCPosterior",
     "LaplacePosterior",
     "MixturePosterior",
     "MultiOutputPosterior",

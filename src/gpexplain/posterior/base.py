@@ -140,6 +140,16 @@ class Posterior(ABC):
         check_within_reach(values, self.train_inputs, self.feature_names, name)
         return values
 
+    def cross_kernel(self, X: np.ndarray) -> np.ndarray:
+        """``Cov_prior[f(X), basis]``: ``k(X, Z)`` (n_points, n_basis), what ``alpha`` and
+        ``quadratic_form`` contract with.
+
+        A posterior whose cross covariance is not one kernel of x against Z (an output of a
+        linear model of coregionalisation, ``gpexplain.posterior.lmc``) overrides this; every
+        prediction and variance here goes through it.
+        """
+        return self.kernel(X, self.train_inputs)
+
     def _chunk_size(self) -> int:
         """Query rows per block, so that ``k(block, Z)`` stays within the memory budget."""
         return default_chunk_size(*self.train_inputs.shape)
@@ -151,7 +161,7 @@ class Posterior(ABC):
         """
         X = self.check_inputs(X)
         (mean,) = map_chunks(
-            lambda rows: (self.mean + self.kernel(rows, self.train_inputs) @ self.alpha,),
+            lambda rows: (self.mean + self.cross_kernel(rows) @ self.alpha,),
             X, self._chunk_size(),
         )
         check_finite_result("predict_mean", mean)
@@ -176,7 +186,7 @@ class Posterior(ABC):
         """
         X = self.check_inputs(X)
         if return_cov:
-            cross = self.kernel(X, self.train_inputs)
+            cross = self.cross_kernel(X)
             mean = self.mean + cross @ self.alpha
             cov = self.kernel(X, X) - self.quadratic_form(cross)
             cov = 0.5 * (cov + cov.T)
@@ -184,7 +194,7 @@ class Posterior(ABC):
             return mean, cov
 
         def moments(rows):
-            cross = self.kernel(rows, self.train_inputs)
+            cross = self.cross_kernel(rows)
             reduction = self.quadratic_form(cross[:, None, :])[:, 0, 0]
             variance = np.maximum(self.kernel.diag(rows) - reduction, 0.0)
             return self.mean + cross @ self.alpha, variance
@@ -204,14 +214,14 @@ class Posterior(ABC):
         X = self.check_inputs(X)
         baselines = np.atleast_2d(baseline)
         baseline_prior = self.kernel(baselines, baselines).mean()
-        baseline_cross = self.kernel(baselines, self.train_inputs).mean(axis=0)[None, :]
+        baseline_cross = self.cross_kernel(baselines).mean(axis=0)[None, :]
 
         def variance(rows):
             prior = (
                 self.kernel.diag(rows) - 2.0 * self.kernel(rows, baselines).mean(axis=1)
                 + baseline_prior
             )
-            cross = self.kernel(rows, self.train_inputs) - baseline_cross
+            cross = self.cross_kernel(rows) - baseline_cross
             reduction = self.quadratic_form(cross[:, None, :])[:, 0, 0]
             return (np.maximum(prior - reduction, 0.0),)
 

@@ -27,6 +27,13 @@ Two forms, both with ``output_names`` and a ``marginal(i)`` that is an ordinary 
 The marginal of output i of the ICM is a single-output posterior in representer form with
 kernel ``B_ii k``, basis points the augmented inputs, ``alpha = (B[i, task] / B_ii) a`` and
 quadratic form ``(left r) Q (right r)^T`` with ``r = B[i, task] / B_ii``.
+
+``TaskAugmentedPosterior`` holds what the ICM shares with the linear model of
+coregionalisation (``gpexplain.posterior.lmc.LMCPosterior``, a sum of Q such terms with their
+own kernels): the validated task-augmented data, ``K = sum_q B^q[task, task] * k_q(X, X) +
+diag(noise)`` and its Cholesky factor, ``a``, the quadratic form, the log marginal likelihood
+and the covariance across outputs at a point, all over its ``coregionalization_terms``
+(``[(k, B)]`` for the ICM).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
 from gpexplain._validation import as_feature_matrix, check_finite_result
+from gpexplain.functionals.terms import sum_terms
 from gpexplain.kernels import RBF, GPyTorchKernel, as_kernel
 from gpexplain.posterior.base import Posterior
 from gpexplain.posterior.exact import _as_noise, cholesky_with_jitter
@@ -43,6 +51,8 @@ __all__ = [
     "CoregionalizedPosterior",
     "IndependentOutputs",
     "MultiOutputPosterior",
+    "TaskAugmentedPosterior",
+    "check_coregionalization",
     "scaled_kernel",
 ]
 
@@ -252,7 +262,142 @@ class IndependentOutputs(MultiOutputPosterior):
         return self.posteriors[0].kernel
 
 
-class CoregionalizedPosterior(MultiOutputPosterior):
+def check_coregionalization(B, name: str = "coregionalization") -> np.ndarray:
+    """A coregionalisation matrix as float64 (t, t), symmetrised.
+
+    Raises
+    ------
+    ValueError
+        Not square, not finite and symmetric, or not positive semi-definite with a positive
+        diagonal (the message starts with ``name``).
+    """
+    B = np.asarray(B, dtype=np.float64)
+    if B.ndim != 2 or B.shape[0] != B.shape[1] or B.shape[0] < 1:
+        raise ValueError(f"{name} must be a square matrix, got shape {B.shape}.")
+    if not np.all(np.isfinite(B)) or not np.allclose(B, B.T, rtol=1e-10, atol=0):
+        raise ValueError(f"{name} must be finite and symmetric.")
+    if np.any(np.diag(B) <= 0) or np.linalg.eigvalsh(B).min() < -1e-10 * np.abs(B).max():
+        raise ValueError(
+            f"{name} must be positive semi-definite with a positive diagonal "
+            f"(diagonal {np.diag(B).tolist()})."
+        )
+    return 0.5 * (B + B.T)
+
+
+class TaskAugmentedPosterior(MultiOutputPosterior):
+    """Exact posterior of a coregionalised GP conditioned on task-augmented data (abstract).
+
+    Covariance ``k((x, i), (x', j)) = sum_q B^q_ij k_q(x, x')`` over the terms
+    ``coregionalization_terms`` = [(k_q, B^q)] (one for the ICM, Q for the LMC); the
+    representer form is over the n_train observations ``(x_n, task_n, y_n)``:
+    ``K = sum_q B^q[tasks, tasks] * k_q(X, X) + diag(noise)``, ``a = K^{-1} (y - m0[tasks])``.
+
+    Attributes
+    ----------
+    train_inputs : ndarray (n_train, n_features)
+    train_tasks : ndarray of int (n_train,)
+    train_targets : ndarray (n_train,)
+    noise : ndarray (n_train,)
+    mean : ndarray (n_outputs,)
+    alpha : ndarray (n_train,)
+    cholesky : ndarray (n_train, n_train)
+        Lower factor of K.
+    """
+
+    independent = False
+
+    @property
+    def coregionalization_terms(self) -> list[tuple[object, np.ndarray]]:
+        """``[(k_q, B^q)]``: the input kernel and t x t coregionalisation matrix of each term."""
+        raise NotImplementedError
+
+    def _condition(self, X, tasks, y, noise, mean, n_outputs: int, output_names, feature_names):
+        """Validate the augmented data, then set the attributes and factor K.
+
+        Raises
+        ------
+        ValueError
+            Bad shapes or values (named), a kernel with non-finite values on X, a matrix that
+            is not positive definite.
+        """
+        X, names = as_feature_matrix(X, "X", feature_names)
+        n, t = X.shape[0], n_outputs
+        task_values = np.asarray(tasks)
+        if task_values.shape != (n,) or not np.issubdtype(task_values.dtype, np.number):
+            raise ValueError(f"tasks must be {n} integers (one per row of X), got "
+                             f"shape {task_values.shape}.")
+        task_index = task_values.astype(np.int64)
+        if np.any(task_index != task_values) or task_index.min() < 0 or task_index.max() >= t:
+            raise ValueError(f"tasks must be integers in 0..{t - 1} (the rows of "
+                             "coregionalization).")
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if y.shape != (n,) or not np.all(np.isfinite(y)):
+            raise ValueError(f"y must be {n} finite values (one per row of X).")
+        m0 = np.broadcast_to(np.asarray(mean, dtype=np.float64), (t,)).copy()
+        if not np.all(np.isfinite(m0)):
+            raise ValueError(f"mean must be finite, got {m0.tolist()}.")
+        self.train_inputs = X
+        self.train_tasks = task_index
+        self.train_targets = y
+        self.noise = _as_noise(noise, n)
+        self.mean = m0
+        self.feature_names = names
+        self.output_names = _output_names(output_names, t)
+        gram = sum_terms(B[np.ix_(task_index, task_index)] * kernel(X, X)
+                         for kernel, B in self.coregionalization_terms)
+        if not np.all(np.isfinite(gram)):
+            raise ValueError(f"kernel {self._kernel_description()} gives non-finite values on X.")
+        gram[np.diag_indices_from(gram)] += self.noise
+        try:
+            self.cholesky, self.jitter = cholesky_with_jitter(gram)
+        except np.linalg.LinAlgError as error:
+            raise ValueError(str(error)) from None
+        self.alpha = cho_solve((self.cholesky, True), y - m0[task_index])
+
+    def _kernel_description(self) -> str:
+        return repr([kernel for kernel, _ in self.coregionalization_terms])
+
+    def term_task_weights(self, outputs) -> np.ndarray:
+        """``B^q[i, task_n]`` for each term and selected output i, (Q, len(outputs), n_train)."""
+        rows = np.asarray(outputs)
+        return np.stack([B[rows][:, self.train_tasks] for _, B in self.coregionalization_terms])
+
+    def term_coregionalizations(self, outputs) -> np.ndarray:
+        """``B^q_ij`` for each term and selected outputs i, j, (Q, len(outputs), len(outputs))."""
+        rows = np.asarray(outputs)
+        return np.stack([B[np.ix_(rows, rows)] for _, B in self.coregionalization_terms])
+
+    def quadratic_form(self, left: np.ndarray, right: np.ndarray | None = None) -> np.ndarray:
+        """``left K^{-1} right^T`` over the augmented set through the Cholesky factor."""
+
+        def whiten(cross):
+            flat = cross.reshape(-1, cross.shape[-1])
+            solved = solve_triangular(self.cholesky, flat.T, lower=True, check_finite=False)
+            return np.moveaxis(solved.reshape((len(self.cholesky),) + cross.shape[:-1]), 0, -1)
+
+        W_left = whiten(left)
+        W_right = W_left if right is None else whiten(right)
+        return W_left @ np.swapaxes(W_right, -1, -2)
+
+    def log_marginal_likelihood(self) -> float:
+        """``log N(y | m0[tasks], K)`` of the augmented training observations (their units)."""
+        residual = self.train_targets - self.mean[self.train_tasks]
+        return float(-0.5 * residual @ self.alpha - np.sum(np.log(np.diag(self.cholesky)))
+                     - 0.5 * len(residual) * np.log(2.0 * np.pi))
+
+    def _output_covariance(self, X, var):
+        outputs = range(self.n_outputs)
+        weighted = sum_terms(kernel(X, self.train_inputs)[:, None, :] * weights[None]
+                             for (kernel, _), weights in zip(
+                                 self.coregionalization_terms, self.term_task_weights(outputs),
+                                 strict=True))
+        prior = sum_terms(kernel.diag(X)[:, None, None] * B[None]
+                          for kernel, B in self.coregionalization_terms)
+        cov = prior - self.quadratic_form(weighted)
+        return 0.5 * (cov + np.swapaxes(cov, 1, 2))
+
+
+class CoregionalizedPosterior(TaskAugmentedPosterior):
     """Exact posterior of an intrinsic coregionalisation model (ICM) on task-augmented data.
 
     Parameters
@@ -289,92 +434,31 @@ class CoregionalizedPosterior(MultiOutputPosterior):
         that is not positive definite.
     """
 
-    independent = False
-
     def __init__(self, X, tasks, y, kernel, coregionalization, noise, mean=0.0,
                  output_names=None, feature_names=None):
-        X, names = as_feature_matrix(X, "X", feature_names)
-        n = X.shape[0]
-        B = np.asarray(coregionalization, dtype=np.float64)
-        if B.ndim != 2 or B.shape[0] != B.shape[1] or B.shape[0] < 1:
-            raise ValueError(f"coregionalization must be a square matrix, got shape {B.shape}.")
-        t = B.shape[0]
-        if not np.all(np.isfinite(B)) or not np.allclose(B, B.T, rtol=1e-10, atol=0):
-            raise ValueError("coregionalization must be finite and symmetric.")
-        if np.any(np.diag(B) <= 0) or np.linalg.eigvalsh(B).min() < -1e-10 * np.abs(B).max():
-            raise ValueError(
-                "coregionalization must be positive semi-definite with a positive diagonal "
-                f"(diagonal {np.diag(B).tolist()})."
-            )
-        task_values = np.asarray(tasks)
-        if task_values.shape != (n,) or not np.issubdtype(task_values.dtype, np.number):
-            raise ValueError(f"tasks must be {n} integers (one per row of X), got "
-                             f"shape {task_values.shape}.")
-        task_index = task_values.astype(np.int64)
-        if np.any(task_index != task_values) or task_index.min() < 0 or task_index.max() >= t:
-            raise ValueError(f"tasks must be integers in 0..{t - 1} (the rows of "
-                             "coregionalization).")
-        y = np.asarray(y, dtype=np.float64).reshape(-1)
-        if y.shape != (n,) or not np.all(np.isfinite(y)):
-            raise ValueError(f"y must be {n} finite values (one per row of X).")
-        m0 = np.broadcast_to(np.asarray(mean, dtype=np.float64), (t,)).copy()
-        if not np.all(np.isfinite(m0)):
-            raise ValueError(f"mean must be finite, got {m0.tolist()}.")
+        B = check_coregionalization(coregionalization)
         self.kernel = as_kernel(kernel)
-        self.coregionalization = 0.5 * (B + B.T)
-        self.train_inputs = X
-        self.train_tasks = task_index
-        self.train_targets = y
-        self.noise = _as_noise(noise, n)
-        self.mean = m0
-        self.feature_names = names
-        self.output_names = _output_names(output_names, t)
-        gram = self.coregionalization[np.ix_(task_index, task_index)] * self.kernel(X, X)
-        if not np.all(np.isfinite(gram)):
-            raise ValueError(f"kernel {self.kernel!r} gives non-finite values on X.")
-        gram[np.diag_indices_from(gram)] += self.noise
-        try:
-            self.cholesky, self.jitter = cholesky_with_jitter(gram)
-        except np.linalg.LinAlgError as error:
-            raise ValueError(str(error)) from None
-        self.alpha = cho_solve((self.cholesky, True), y - m0[task_index])
+        self.coregionalization = B
+        self._condition(X, tasks, y, noise, mean, B.shape[0], output_names, feature_names)
 
     def __repr__(self) -> str:
         n, d = self.train_inputs.shape
         return (f"CoregionalizedPosterior(n_train={n}, n_features={d}, "
                 f"outputs={self.output_names}, kernel={self.kernel!r})")
 
+    @property
+    def coregionalization_terms(self):
+        return [(self.kernel, self.coregionalization)]
+
+    def _kernel_description(self) -> str:
+        return repr(self.kernel)
+
     def task_weights(self, outputs) -> np.ndarray:
         """``B[i, task_n]`` for each selected output i, (len(outputs), n_train)."""
         return self.coregionalization[np.asarray(outputs)][:, self.train_tasks]
 
-    def quadratic_form(self, left: np.ndarray, right: np.ndarray | None = None) -> np.ndarray:
-        """``left K^{-1} right^T`` over the augmented set through the Cholesky factor."""
-
-        def whiten(cross):
-            flat = cross.reshape(-1, cross.shape[-1])
-            solved = solve_triangular(self.cholesky, flat.T, lower=True, check_finite=False)
-            return np.moveaxis(solved.reshape((len(self.cholesky),) + cross.shape[:-1]), 0, -1)
-
-        W_left = whiten(left)
-        W_right = W_left if right is None else whiten(right)
-        return W_left @ np.swapaxes(W_right, -1, -2)
-
     def marginal(self, output) -> Posterior:
         return _CoregionalizedMarginal(self, self.output_index(output)[0])
-
-    def log_marginal_likelihood(self) -> float:
-        """``log N(y | m0[tasks], K)`` of the augmented training observations (their units)."""
-        residual = self.train_targets - self.mean[self.train_tasks]
-        return float(-0.5 * residual @ self.alpha - np.sum(np.log(np.diag(self.cholesky)))
-                     - 0.5 * len(residual) * np.log(2.0 * np.pi))
-
-    def _output_covariance(self, X, var):
-        cross = self.kernel(X, self.train_inputs)  # (n, N)
-        weighted = cross[:, None, :] * self.task_weights(range(self.n_outputs))[None]
-        prior = self.kernel.diag(X)[:, None, None] * self.coregionalization[None]
-        cov = prior - self.quadratic_form(weighted)
-        return 0.5 * (cov + np.swapaxes(cov, 1, 2))
 
 
 class _CoregionalizedMarginal(Posterior):

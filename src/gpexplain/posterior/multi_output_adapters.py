@@ -9,7 +9,9 @@
   ``gx.from_botorch`` gives it.
 * BoTorch ``KroneckerMultiTaskGP`` and GPyTorch exact GPs with a ``MultitaskKernel`` (block
   design: every task observed at every input): the same ICM on the n t (input, task) rows, with
-  per-task ``Standardize`` scales folded into ``B`` (``s_i s_j B_ij``). Its variances equal
+  per-task ``Standardize`` scales folded into ``B`` (``s_i s_j B_ij``); with GPyTorch's
+  ``LCMKernel`` (a sum of ``MultitaskKernel`` terms) the linear model of coregionalisation,
+  an ``LMCPosterior`` of those terms. Its variances equal
   GPyTorch's exact prediction; BoTorch's own ``KroneckerMultiTaskGP.posterior`` variance
   differs when the tasks have different noise variances (it inverts ``Lambda_x kron
   Lambda_B + noise`` in the eigenbasis of B as if the noise were diagonal there).
@@ -45,10 +47,12 @@ from gpexplain.posterior.botorch import (
     from_botorch,
 )
 from gpexplain.posterior.exact import ExactPosterior
+from gpexplain.posterior.lmc import LMCPosterior
 from gpexplain.posterior.multi_output import (
     CoregionalizedPosterior,
     IndependentOutputs,
     MultiOutputPosterior,
+    TaskAugmentedPosterior,
 )
 
 __all__ = ["as_multi_output"]
@@ -58,7 +62,8 @@ _SUPPORTED = (
     "on a 2-D y; BoTorch ModelListGP, multi-output SingleTaskGP (as gx.from_botorch accepts "
     "them) or MultiTaskGP (no input transform; outcome transform None or Standardize(m=1); "
     "MultitaskMean of constant means; HadamardGaussianLikelihood or fixed noise); BoTorch "
-    "KroneckerMultiTaskGP or a GPyTorch ExactGP with a MultitaskKernel (affine input transform "
+    "KroneckerMultiTaskGP or a GPyTorch ExactGP with a MultitaskKernel or an LCMKernel of "
+    "MultitaskKernels (affine input transform "
     "or none, Standardize or none, MultitaskMean of constant means, MultitaskGaussianLikelihood "
     "of rank 0: noise per task, not correlated across tasks); a GPyTorch ExactGP trained on "
     "(x, task index) with an IndexKernel task_covar_module multiplying covar_module(x) "
@@ -78,7 +83,7 @@ def as_multi_output(model, *, output_names=None, feature_names=None) -> MultiOut
     ----------
     model : MultiOutputPosterior, sequence of Posterior, sklearn GaussianProcessRegressor,
         botorch ModelListGP, SingleTaskGP, MultiTaskGP or KroneckerMultiTaskGP, or a
-        gpytorch ExactGP whose covar_module is a MultitaskKernel
+        gpytorch ExactGP whose covar_module is a MultitaskKernel or an LCMKernel
     output_names : sequence of str, optional
         One per output (default ``y0, y1, ...``; for a MultiTaskGP ``task <value>``).
     feature_names : sequence of str, optional
@@ -86,7 +91,7 @@ def as_multi_output(model, *, output_names=None, feature_names=None) -> MultiOut
 
     Returns
     -------
-    IndependentOutputs or CoregionalizedPosterior
+    IndependentOutputs, CoregionalizedPosterior or LMCPosterior
         Its ``predict`` equals the source library's latent predictions per output.
 
     Raises
@@ -116,7 +121,8 @@ def as_multi_output(model, *, output_names=None, feature_names=None) -> MultiOut
     import gpytorch
 
     if isinstance(model, gpytorch.models.ExactGP) and isinstance(
-        getattr(model, "covar_module", None), gpytorch.kernels.MultitaskKernel
+        getattr(model, "covar_module", None),
+        gpytorch.kernels.MultitaskKernel | gpytorch.kernels.LCMKernel,
     ):
         return _from_kronecker(model, output_names, feature_names)
     if isinstance(model, gpytorch.models.ExactGP) and isinstance(
@@ -293,10 +299,12 @@ def _task_noise(likelihood, tasks: np.ndarray, t: int):
     raise TypeError(f"likelihood {type(likelihood).__name__} is not supported; {_SUPPORTED}")
 
 
-def _from_kronecker(model, output_names, feature_names) -> CoregionalizedPosterior:
+def _from_kronecker(model, output_names, feature_names) -> TaskAugmentedPosterior:
     """Block design (every task observed at every input): BoTorch ``KroneckerMultiTaskGP`` or a
     GPyTorch ``ExactGP`` whose ``covar_module`` is a ``MultitaskKernel`` (ICM,
-    ``K = B kron k(X, X)``), as a ``CoregionalizedPosterior`` over the n t (input, task) rows.
+    ``K = B kron k(X, X)``), as a ``CoregionalizedPosterior`` over the n t (input, task) rows;
+    or an ``LCMKernel`` (a sum of Q ``MultitaskKernel`` terms, the linear model of
+    coregionalisation ``K = sum_q B^q kron k_q(X, X)``), as an ``LMCPosterior``.
 
     With BoTorch's ``Standardize`` (one mean ``mu_i`` and scale ``s_i`` per task) the kernel in
     the objective's units is ``s_i s_j B_ij k(x, x')``, the means ``mu_i + s_i c_i`` and the
@@ -316,12 +324,18 @@ def _from_kronecker(model, output_names, feature_names) -> CoregionalizedPosteri
     y_mean = np.array([mu for mu, _ in standardize])
     y_scale = np.array([s for _, s in standardize])
     kernel_module = original.covar_module
-    if not isinstance(kernel_module, gpytorch.kernels.MultitaskKernel):
-        raise TypeError(f"covar_module {type(kernel_module).__name__} is not a MultitaskKernel; "
-                        f"{_SUPPORTED}")
-    B = np.asarray(to_numpy(kernel_module.task_covar_module.covar_matrix.to_dense()),
-                   dtype=np.float64).reshape(t, t)
-    B = B * np.outer(y_scale, y_scale)
+    if isinstance(kernel_module, gpytorch.kernels.LCMKernel):
+        modules = list(kernel_module.covar_module_list)
+    elif isinstance(kernel_module, gpytorch.kernels.MultitaskKernel):
+        modules = [kernel_module]
+    else:
+        raise TypeError(f"covar_module {type(kernel_module).__name__} is not a MultitaskKernel "
+                        f"or an LCMKernel; {_SUPPORTED}")
+    matrices = [np.asarray(to_numpy(module.task_covar_module.covar_matrix.to_dense()),
+                           dtype=np.float64).reshape(t, t) * np.outer(y_scale, y_scale)
+                for module in modules]
+    kernels = [_original_units_kernel(module.data_covar_module, shift, scale, 1.0)
+               for module in modules]
     means = _task_means(original.mean_module, t)
     likelihood = original.likelihood
     if not isinstance(likelihood, gpytorch.likelihoods.MultitaskGaussianLikelihood):
@@ -335,10 +349,10 @@ def _from_kronecker(model, output_names, feature_names) -> CoregionalizedPosteri
     if likelihood.has_global_noise:
         noise = noise + float(to_numpy(likelihood.noise).reshape(-1)[0])
     noise = noise * y_scale**2
-    kernel = _original_units_kernel(kernel_module.data_covar_module, shift, scale, 1.0)
     tasks = np.tile(np.arange(t), n)  # row-major: input n, then its t tasks
-    return CoregionalizedPosterior(
-        np.repeat(X, t, axis=0), tasks, (y_mean + y_scale * Y).reshape(-1), kernel, B,
-        noise[tasks], mean=y_mean + y_scale * means, output_names=output_names,
-        feature_names=feature_names,
-    )
+    data = (np.repeat(X, t, axis=0), tasks, (y_mean + y_scale * Y).reshape(-1))
+    names = {"mean": y_mean + y_scale * means, "output_names": output_names,
+             "feature_names": feature_names}
+    if isinstance(kernel_module, gpytorch.kernels.LCMKernel):
+        return LMCPosterior(*data, kernels, matrices, noise[tasks], **names)
+    return CoregionalizedPosterior(*data, kernels[0], matrices[0], noise[tasks], **names)
