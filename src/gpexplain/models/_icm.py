@@ -22,12 +22,15 @@ means the column means.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
 from gpexplain.functionals.terms import sum_terms
 from gpexplain.kernels import RBF
 from gpexplain.models._se_likelihood import LOG_BOUNDS
+from gpexplain.posterior.exact import with_jitter
 from gpexplain.posterior.multi_output import CoregionalizedPosterior
 
 __all__ = ["Standardised", "Term", "fit_icm"]
@@ -187,21 +190,18 @@ def _unbounded(log_value: np.ndarray, name: str) -> torch.Tensor:
 
 
 def _cholesky(gram: torch.Tensor) -> torch.Tensor:
-    """Lower Cholesky factor of ``gram``, adding 1e-10 to 1e-4 times its mean diagonal where
-    it is not numerically positive definite: a line search may try B >> noise with a kernel
-    matrix whose rounding leaves it indefinite (a 40-row fit failed with torch's
-    ``_LinAlgError``). Silent, as the optimiser's trial points are not results; the posterior
-    built at the optimum says so if it needs jitter (``cholesky_with_jitter``)."""
-    factor, info = torch.linalg.cholesky_ex(gram)
-    scale = gram.diagonal().mean().detach()
-    for relative in (1e-10, 1e-8, 1e-6, 1e-4):
-        if int(info) == 0:
-            break
-        eye = torch.eye(len(gram), dtype=gram.dtype)
-        factor, info = torch.linalg.cholesky_ex(gram + relative * scale * eye)
-    if int(info) != 0:
-        raise np.linalg.LinAlgError(
-            "the ICM's kernel matrix is not positive definite even with jitter 1e-4 times its "
-            "mean diagonal during the fit; standardise or deduplicate the rows, or fit "
-            "multi_output='independent'.")
-    return factor
+    """Lower Cholesky factor of ``gram`` (differentiable), with the library's jitter schedule
+    (``posterior.exact.with_jitter``) where it is not numerically positive definite: a line
+    search may try B >> noise with a kernel matrix whose rounding leaves it indefinite (a
+    40-row fit failed with torch's ``_LinAlgError``). Its warning is silenced, as the
+    optimiser's trial points are not results; the posterior built at the optimum warns if it
+    needs jitter itself."""
+    eye = torch.eye(len(gram), dtype=gram.dtype)
+
+    def attempt(jitter: float):
+        factor, info = torch.linalg.cholesky_ex(gram + jitter * eye if jitter else gram)
+        return factor if int(info) == 0 else None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return with_jitter(attempt, float(gram.diagonal().mean()))[0]
