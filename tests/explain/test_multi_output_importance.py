@@ -110,6 +110,27 @@ def test_covariance_between_outputs_matches_monte_carlo(joint_draws, summary):
     np.testing.assert_allclose(frame["covariance"], result.between_outputs[:, 0, 1])
 
 
+@pytest.mark.parametrize(("summary", "factor"), [("mean", -0.5), ("mean_abs", 0.5),
+                                                 ("mean_sq", 0.25)])
+def test_rank_one_coregionalisation_gives_proportional_importances(summary, factor):
+    """B = w w^T with w = (1, -0.5): output 1 is -0.5 times output 0 (a priori, so a
+    posteriori), so its attributions are too, and Cov[G(y0), G(y1)] is -0.5, 0.5 and 0.25
+    times Var G(y0) for the mean, mean absolute and mean squared attribution: correlation
+    -1, 1, 1 (the folded-normal product moment at correlation one)."""
+    icm = gx.CoregionalizedPosterior(TRAIN, TASKS, MIXED,
+                                     gx.kernels.RBF(np.array([1.0, 0.7, 1.5]), 1.3),
+                                     np.array([[1.0, -0.5], [-0.5, 0.25]]), 0.05)
+    attribution = gx.integrated_gradients(icm, POINTS, return_cov="points")
+    attribution.joint_point_cov.block_size = 4
+    result = importance_of(attribution, summary, max_joint=1)
+    covariance = result.importance_covariance()
+    np.testing.assert_allclose(covariance[:, 0, 1], factor * result[0].std**2, rtol=1e-9)
+    np.testing.assert_allclose(result[1].mean, abs(factor) * result[0].mean
+                               if summary != "mean" else factor * result[0].mean, rtol=1e-9)
+    np.testing.assert_allclose(result.importance_correlation()[:, 0, 1], np.sign(factor),
+                               rtol=1e-9)
+
+
 def test_what_cannot_be_summarised_is_refused_by_name():
     icm = _icm()
     without_points = gx.integrated_gradients(icm, POINTS)
@@ -127,3 +148,14 @@ def test_what_cannot_be_summarised_is_refused_by_name():
     assert selected.output_names == ["y1"] and selected.between_outputs.shape == (3, 1, 1)
     with pytest.raises(KeyError, match="unknown output"):
         selected["y0"]
+
+
+def test_a_saved_and_loaded_explanation_gives_the_same_importance(tmp_path):
+    attribution = gx.integrated_gradients(_lmc(), POINTS, return_cov="points")
+    gx.save(attribution, tmp_path / "lmc")
+    loaded = gx.load(tmp_path / "lmc")  # joint_point_cov dense, from the file
+    for summary in ("mean", "mean_abs"):
+        before, after = importance_of(attribution, summary), importance_of(loaded, summary)
+        np.testing.assert_allclose(after.between_outputs, before.between_outputs, rtol=1e-12,
+                                   atol=1e-16)
+        np.testing.assert_allclose(after.mean, before.mean, rtol=1e-12)
