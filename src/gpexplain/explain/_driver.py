@@ -134,7 +134,11 @@ def explain(
     Raises
     ------
     ValueError
-        Bad query points, ``chunk_size`` or ``output_path``; ``output_path`` with a mixture.
+        Bad query points, ``chunk_size`` or ``output_path``; ``output_path`` with a mixture,
+        or for several outputs whose ``mean[<output>/<feature>]`` columns two (output,
+        feature) pairs would share (slashes in both names; refused before any work).
+    NotImplementedError
+        ``return_cov="points"`` with ``output_path`` or a probability-level explanation.
     TypeError
         Not an estimator or posterior, no scheme for the kernel type, ``client`` not a
         ``distributed.Client``, ``output_path`` not a path.
