@@ -62,6 +62,7 @@ LAYERS = {
     "gpexplain.models._lmc": 8,
     # explanations
     "gpexplain.explain": 9,
+    "gpexplain.explain._chunks": 9,  # one chunk through the generic formula (issue 24)
     # property-optimised explanations
     "gpexplain.poe": 10,
     # metrics

@@ -504,10 +504,11 @@ def test_a_worker_that_dies_names_the_rows_lost(allowed_failures):
 
 
 @pytest.mark.slow
-def test_multi_output_explanations_on_the_cluster_equal_the_serial_ones(client, problem):
+def test_multi_output_explanations_on_the_cluster_equal_the_serial_ones(client, problem,
+                                                                        tmp_path):
     """Issue 24: client= with several outputs (refused before). An ICM's and an LMC's chunks
     hold every output and the covariance between outputs; independent outputs run output by
-    output."""
+    output (streamed to Parquet: every output per block)."""
     posterior, Q = problem
     X, y = posterior.train_inputs, posterior.train_targets
     tasks = np.arange(len(X)) % 2
@@ -533,5 +534,12 @@ def test_multi_output_explanations_on_the_cluster_equal_the_serial_ones(client, 
             np.testing.assert_allclose(remote.cov, serial.cov, rtol=1e-12, atol=1e-14)
             np.testing.assert_allclose(remote.point_cov_dense(), serial.point_cov_dense(),
                                        rtol=1e-12, atol=1e-14)
-    with pytest.raises(ValueError, match="output_path= is not available for a multi-output"):
-        gx.integrated_gradients(icm, Q[:3], output_path="unused.parquet")
+        path = gx.integrated_gradients(several, Q[:9], chunk_size=4, client=client,
+                                       output_path=tmp_path / "ig.parquet")
+        table = pd.read_parquet(path)
+        names = serial.output_names
+        np.testing.assert_allclose(np.stack([table[f"prediction[{o}]"] for o in names], 1),
+                                   serial.prediction, rtol=1e-12)
+        means = [table[f"mean[{o}/{f}]"] for o in names for f in serial.feature_names]
+        np.testing.assert_allclose(np.stack(means, 1), serial.mean.reshape(9, -1),
+                                   rtol=1e-12, atol=1e-14)

@@ -31,6 +31,7 @@ from gpexplain.global_attribution import (
     GlobalImportance,
     GlobalSensitivity,
     GlobalShapleyValues,
+    MultiOutputImportance,
     MultiOutputSensitivity,
 )
 from gpexplain.interactions import ShapleyInteractions
@@ -84,6 +85,7 @@ __all__ = [
     "LaplacePosterior",
     "MixturePosterior",
     "MultiOutputAttribution",
+    "MultiOutputImportance",
     "MultiOutputSensitivity",
     "RandomFeatureGPRegressor",
     "RandomFeaturePosterior",

@@ -20,6 +20,7 @@ __all__ = [
     "GlobalImportance",
     "GlobalSensitivity",
     "GlobalShapleyValues",
+    "MultiOutputImportance",
     "MultiOutputSensitivity",
 ]
 
@@ -238,12 +239,73 @@ class GlobalSensitivity(_PerFeatureVariances):
         )
 
 
+def _correlation(covariance: np.ndarray) -> np.ndarray:
+    """Covariances between outputs (..., t, t) scaled to correlations, 0 where a value has no
+    posterior spread, clipped to [-1, 1] (round-off)."""
+    scale = np.sqrt(np.maximum(np.diagonal(covariance, axis1=-2, axis2=-1), 0.0))
+    outer = scale[..., :, None] * scale[..., None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        correlation = np.where(outer > 0, covariance / np.where(outer > 0, outer, 1.0), 0.0)
+    return np.clip(correlation, -1.0, 1.0)
+
+
+class _PerOutput:
+    """Shared by the multi-output global results (``results``, one per ``output_names``):
+    the length check, selection of one output, and tables stacked with an ``output``
+    column."""
+
+    _kind = ""  # the per-output result type, for the error message
+
+    def __post_init__(self):
+        if len(self.results) != len(self.output_names) or not self.results:
+            raise ValueError(f"need one {self._kind} per output; got {len(self.results)} "
+                             f"results and outputs {self.output_names!r}.")
+
+    def __getitem__(self, output):
+        """The result of one output, by name or position.
+
+        Raises
+        ------
+        KeyError
+            An unknown output name.
+        """
+        return self.results[output_position(self.output_names, output)]
+
+    @property
+    def feature_names(self) -> list[str]:
+        return list(self.results[0].feature_names)
+
+    def _stacked(self, name: str) -> pd.DataFrame:
+        frames = []
+        for output, result in zip(self.output_names, self.results, strict=True):
+            frame = getattr(result, name)()
+            frame.insert(0, "output", output)
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True)
+
+    def _pairs_frame(self, kinds: dict, columns: list[str]) -> pd.DataFrame:
+        """One row per kind of value, feature and pair of outputs ``output_a`` before
+        ``output_b``: ``kinds`` maps a kind's name to its covariance between outputs
+        (n_features, t, t), or (t, t) for a value of all features (feature ``"(all)"``)."""
+        rows = []
+        for kind, covariance in kinds.items():
+            features = ["(all)"] if np.ndim(covariance) == 2 else self.feature_names
+            covariance = np.reshape(covariance, (len(features),) + np.shape(covariance)[-2:])
+            correlation = _correlation(covariance)
+            for f, feature in enumerate(features):
+                for a, b in zip(*np.triu_indices(len(self.output_names), 1), strict=True):
+                    rows.append(dict(zip(columns, (
+                        kind, feature, self.output_names[a], self.output_names[b],
+                        covariance[f, a, b], correlation[f, a, b]), strict=True)))
+        return pd.DataFrame(rows, columns=columns)
+
+
 # The indices whose covariance between outputs MultiOutputSensitivity carries.
 _BETWEEN_OUTPUTS = ("total_variance", "first_order", "total", "shapley_effects")
 
 
 @dataclass(frozen=True)
-class MultiOutputSensitivity:
+class MultiOutputSensitivity(_PerOutput):
     """``GlobalSensitivity`` of each output of a multi-output GP, under one input measure.
 
     Each output's indices are those of its marginal posterior (``posterior.marginal(i)``),
@@ -256,7 +318,8 @@ class MultiOutputSensitivity:
     Attributes
     ----------
     results : list of GlobalSensitivity
-        One per output, in ``output_names`` order.
+        One per output, in ``output_names`` order (``result[output]`` selects one, by name
+        or position; ``KeyError`` for an unknown name).
     output_names : list of str
     independent : bool
         The outputs are independent a posteriori (then so are their indices).
@@ -272,25 +335,7 @@ class MultiOutputSensitivity:
     output_names: list[str]
     independent: bool
     between_outputs: dict | None = None
-
-    def __post_init__(self):
-        if len(self.results) != len(self.output_names) or not self.results:
-            raise ValueError(f"need one GlobalSensitivity per output; got {len(self.results)} "
-                             f"results and outputs {self.output_names!r}.")
-
-    def __getitem__(self, output) -> GlobalSensitivity:
-        """The ``GlobalSensitivity`` of one output, by name or position.
-
-        Raises
-        ------
-        KeyError
-            An unknown output name.
-        """
-        return self.results[output_position(self.output_names, output)]
-
-    @property
-    def feature_names(self) -> list[str]:
-        return list(self.results[0].feature_names)
+    _kind = "GlobalSensitivity"
 
     def index_covariance(self, index: str = "total") -> np.ndarray:
         """Posterior covariance of one kind of index between the outputs.
@@ -323,12 +368,7 @@ class MultiOutputSensitivity:
     def index_correlation(self, index: str = "total") -> np.ndarray:
         """``index_covariance(index)`` scaled to correlations (0 where an index has no
         posterior spread), same shape and errors."""
-        covariance = self.index_covariance(index)
-        scale = np.sqrt(np.maximum(np.diagonal(covariance, axis1=-2, axis2=-1), 0.0))
-        outer = scale[..., :, None] * scale[..., None, :]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            correlation = np.where(outer > 0, covariance / np.where(outer > 0, outer, 1.0), 0.0)
-        return np.clip(correlation, -1.0, 1.0)
+        return _correlation(self.index_covariance(index))
 
     def between_outputs_frame(self) -> pd.DataFrame:
         """One row per kind of index, feature and pair of outputs ``output_a`` before
@@ -340,22 +380,10 @@ class MultiOutputSensitivity:
         ValueError
             The covariance was not computed (``between_outputs`` None).
         """
-        rows = []
-        names = self.feature_names
-        for index in _BETWEEN_OUTPUTS:
-            covariance, correlation = self.index_covariance(index), self.index_correlation(index)
-            features = ["(all)"] if index == "total_variance" else names
-            covariance, correlation = (np.reshape(m, (len(features),) + m.shape[-2:])
-                                       for m in (covariance, correlation))
-            for f, feature in enumerate(features):
-                for a, b in zip(*np.triu_indices(len(self.output_names), 1), strict=True):
-                    rows.append({"index": index, "feature": feature,
-                                 "output_a": self.output_names[a],
-                                 "output_b": self.output_names[b],
-                                 "covariance": covariance[f, a, b],
-                                 "correlation": correlation[f, a, b]})
-        return pd.DataFrame(rows, columns=["index", "feature", "output_a", "output_b",
-                                           "covariance", "correlation"])
+        return self._pairs_frame({index: self.index_covariance(index)
+                                  for index in _BETWEEN_OUTPUTS},
+                                 ["index", "feature", "output_a", "output_b", "covariance",
+                                  "correlation"])
 
     def to_frame(self) -> pd.DataFrame:
         """``GlobalSensitivity.to_frame`` of each output with an ``output`` column first."""
@@ -366,16 +394,104 @@ class MultiOutputSensitivity:
         first (``ValueError`` without ``interactions=True``)."""
         return self._stacked("interactions_frame")
 
-    def _stacked(self, name: str) -> pd.DataFrame:
-        frames = []
-        for output, result in zip(self.output_names, self.results, strict=True):
-            frame = getattr(result, name)()
-            frame.insert(0, "output", output)
-            frames.append(frame)
-        return pd.concat(frames, ignore_index=True)
-
     def __repr__(self) -> str:
         return (f"MultiOutputSensitivity(outputs={self.output_names}, "
+                f"{len(self.feature_names)} features, independent={self.independent})")
+
+
+@dataclass(frozen=True)
+class MultiOutputImportance(_PerOutput):
+    """``GlobalImportance`` of each output of a multi-output explanation, over the same points.
+
+    Each output's result is ``gx.global_importance`` of that output's own attributions (its
+    ``Attribution`` and covariance across points), so it equals the single-output result of
+    that output's marginal posterior. ``between_outputs`` adds the posterior covariance of
+    each feature's importance between the outputs (does the feature that matters for one
+    output also matter for the other, and how sure are we?), exact for every summary (module
+    docstring of ``gpexplain.explain.global_importance``).
+
+    Attributes
+    ----------
+    results : list of GlobalImportance
+        One per output, in ``output_names`` order (``result[output]`` selects one, by name or
+        position; ``KeyError`` for an unknown name).
+    output_names : list of str
+    independent : bool
+        The outputs are independent a posteriori (then so are their importances).
+    between_outputs : ndarray (n_features, t, t) or None
+        ``[a, o, o']``: ``Cov[G_a(output o), G_a(output o')]``, the posterior covariance of
+        feature a's importance between outputs o and o' (units of the target squared; to the
+        fourth for ``mean_sq``); the diagonal is the square of the per-output ``std``. Zero
+        off the diagonal for independent outputs (the model says so; not computed). None
+        where the covariance across points and outputs was not computed
+        (``MultiOutputAttribution.joint_point_cov`` None); ``note`` says so.
+    note : str
+        What was left out, or "".
+    """
+
+    results: list
+    output_names: list[str]
+    independent: bool
+    between_outputs: np.ndarray | None = None
+    note: str = ""
+    _kind = "GlobalImportance"
+
+    @property
+    def summary(self) -> str:
+        return self.results[0].summary
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Posterior expectation of each output's importances, (t, n_features)."""
+        return np.stack([result.mean for result in self.results])
+
+    @property
+    def std(self) -> np.ndarray:
+        """Posterior standard deviation of each output's importances, (t, n_features)."""
+        return np.stack([result.std for result in self.results])
+
+    def _between(self) -> np.ndarray:
+        if self.between_outputs is None:
+            raise ValueError(f"the covariance of importances between outputs was not "
+                             f"computed: {self.note or 'no covariance across outputs'}; "
+                             "explain with return_cov='points' (gx.global_importance does).")
+        return self.between_outputs
+
+    def importance_covariance(self) -> np.ndarray:
+        """``between_outputs``, (n_features, t, t).
+
+        Raises
+        ------
+        ValueError
+            It was not computed (``note`` says why).
+        """
+        return self._between()
+
+    def importance_correlation(self) -> np.ndarray:
+        """``between_outputs`` scaled to correlations (0 where an importance has no posterior
+        spread), (n_features, t, t); ``ValueError`` where it was not computed."""
+        return _correlation(self._between())
+
+    def between_outputs_frame(self) -> pd.DataFrame:
+        """One row per feature and pair of outputs ``output_a`` before ``output_b``: the
+        summary, and the posterior ``covariance`` and ``correlation`` of the feature's
+        importance between the two outputs.
+
+        Raises
+        ------
+        ValueError
+            The covariance was not computed (``between_outputs`` None).
+        """
+        return self._pairs_frame({self.summary: self._between()},
+                                 ["summary", "feature", "output_a", "output_b", "covariance",
+                                  "correlation"])
+
+    def to_frame(self) -> pd.DataFrame:
+        """``GlobalImportance.to_frame`` of each output with an ``output`` column first."""
+        return self._stacked("to_frame")
+
+    def __repr__(self) -> str:
+        return (f"MultiOutputImportance({self.summary}, outputs={self.output_names}, "
                 f"{len(self.feature_names)} features, independent={self.independent})")
 
 

@@ -34,19 +34,20 @@ with integrated gradients by an adaptive path rule; it ends in the same result b
 (``gpexplain.explain._result``). It runs in this process (no ``client=`` / ``output_path=``
 yet).
 
-The **executor** (``gpexplain.parallel.iter_chunks``): ``_explain_chunk`` depends only on its
-block of points and a ``_ChunkTask`` (posterior, bound scheme, functional), so with
-``client=`` the task is scattered to a Dask cluster once and the blocks run there; with
-``output_path=`` the chunks stream to Parquet (``gpexplain.explain._parquet``).
+The **executor** (``gpexplain.parallel.iter_chunks``): ``explain_chunk``
+(``gpexplain.explain._chunks``) depends only on its block of points and a ``ChunkTask``
+(posterior, bound scheme, functional), so with ``client=`` the task is scattered to a Dask
+cluster once and the blocks run there; with ``output_path=`` the chunks stream to Parquet
+(``gpexplain.explain._parquet``), for several outputs too.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
 
 import numpy as np
 
+from gpexplain.explain._chunks import ChunkTask, explain_chunk
 from gpexplain.explain._mixture import mixture_attribution
 from gpexplain.explain._parquet import check_output_path, write_parquet
 from gpexplain.explain._points import (
@@ -64,28 +65,7 @@ from gpexplain.posterior.linked import LinkedPosterior
 from gpexplain.posterior.mixture import MixturePosterior
 from gpexplain.posterior.multi_output import MultiOutputPosterior
 
-__all__ = ["explain", "gaussian_moments"]
-
-
-def gaussian_moments(posterior, cross: np.ndarray, prior: np.ndarray | None):
-    """The generic formula: mean ``C a`` and covariance ``P - C Q C^T`` (exactly symmetric).
-
-    Parameters
-    ----------
-    posterior : gpexplain.posterior.Posterior
-    cross : ndarray (n_points, D, n_basis)
-    prior : ndarray (n_points, D, D) or None (mean only)
-
-    Returns
-    -------
-    mean : ndarray (n_points, D)
-    cov : ndarray (n_points, D, D) or None
-    """
-    mean = cross @ posterior.alpha
-    if prior is None:
-        return mean, None
-    cov = prior - posterior.quadratic_form(cross)
-    return mean, 0.5 * (cov + np.swapaxes(cov, 1, 2))
+__all__ = ["explain"]
 
 
 def check_chunk_size(chunk_size) -> None:
@@ -95,40 +75,6 @@ def check_chunk_size(chunk_size) -> None:
         or chunk_size < 1
     ):
         raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}.")
-
-
-class _ChunkTask(NamedTuple):
-    """What every chunk needs besides its points: shipped to each Dask worker once."""
-
-    posterior: object
-    scheme: object
-    functional: LinearFunctional
-    return_cov: bool
-
-
-def _explain_chunk(block: np.ndarray, task: _ChunkTask) -> tuple:
-    """Per block: (mean, cov, prediction, reference per row, difference variance)."""
-    posterior, scheme, functional, return_cov = task
-    prediction = posterior.mean + scheme.kernel_matrix(block) @ posterior.alpha
-    # One code path for the mean, ``C a`` from the same cross term with or without the
-    # covariance: a separate mean-only contraction rounded differently, and an
-    # ill-conditioned posterior (|a| ~ 1e10) turned that into different means (issue 10,
-    # class 5); ``C a`` also completes term by term, since the rows of C sum to
-    # k(x, Z) - k(xt, Z).
-    if return_cov:
-        mean, cov = gaussian_moments(posterior, *scheme.cross_and_prior(block))
-    else:
-        mean, cov = gaussian_moments(posterior, scheme.cross(block), None)
-    weights = functional.output_weights(block)
-    if weights is not None:
-        mean = weights * mean
-        cov = None if cov is None else weights[:, :, None] * cov * weights[:, None, :]
-    reference, difference_variance = functional.completeness_target(
-        posterior, block, return_cov
-    )
-    # The reference value does not depend on the block; carried per row to fit the chunks.
-    reference = None if reference is None else np.full(len(block), reference)
-    return mean, cov, prediction, reference, difference_variance
 
 
 def explain(
@@ -168,8 +114,12 @@ def explain(
     output_path : str or pathlib.Path ending in ``.parquet``, optional
         Stream the results to this Parquet file chunk by chunk (layout in
         ``gpexplain.explain._parquet``) instead of returning them; memory then stays bounded
-        by the chunk size whatever the number of points. Not for a ``MixturePosterior`` or a
-        ``MultiOutputPosterior``.
+        by the chunk size whatever the number of points. A ``MultiOutputPosterior`` writes
+        every selected output per row (``prediction[<output>]``, ``mean[<output>/<feature>]``
+        and the joint covariance at each point, between outputs too where the model has one;
+        the multi-output layout there). Not for a ``MixturePosterior``, nor with
+        ``return_cov="points"``; the completeness check of the in-memory result is not made
+        (each chunk is checked finite).
     caller : str
         Public function name used in error messages.
     outputs : output name or index, or a sequence of them, optional
@@ -184,7 +134,11 @@ def explain(
     Raises
     ------
     ValueError
-        Bad query points, ``chunk_size`` or ``output_path``; ``output_path`` with a mixture.
+        Bad query points, ``chunk_size`` or ``output_path``; ``output_path`` with a mixture,
+        or for several outputs whose ``mean[<output>/<feature>]`` columns two (output,
+        feature) pairs would share (slashes in both names; refused before any work).
+    NotImplementedError
+        ``return_cov="points"`` with ``output_path`` or a probability-level explanation.
     TypeError
         Not an estimator or posterior, no scheme for the kernel type, ``client`` not a
         ``distributed.Client``, ``output_path`` not a path.
@@ -217,14 +171,11 @@ def explain(
     posterior = as_posterior(model_or_posterior)
     # -- multi-output step (issue 24) -------------------------------------------------------
     if isinstance(posterior, MultiOutputPosterior):
-        if output_path is not None:
-            raise ValueError("output_path= is not available for a multi-output posterior yet: "
-                             "drop it (client= spreads the chunks over a cluster), or explain "
-                             "one output's marginal, posterior.marginal(output).")
         return explain_multi_output(posterior, X, functional, explain_one=explain,
                                     outputs=outputs,
                                     return_cov="points" if points else return_cov,
-                                    chunk_size=chunk_size, client=client, caller=caller)
+                                    chunk_size=chunk_size, client=client, caller=caller,
+                                    output_path=output_path)
     if outputs is not None:
         raise ValueError(f"outputs= applies to multi-output posteriors; {caller} got a "
                          f"single-output {type(posterior).__name__}.")
@@ -254,7 +205,7 @@ def explain(
     if chunk_size is None:
         chunk_size = default_chunk_size(*Z.shape, copies_per_point=scheme.copies_per_point())
     chunks = iter_chunks(
-        _explain_chunk, _ChunkTask(posterior, scheme, functional, return_cov), X, chunk_size,
+        explain_chunk, ChunkTask(posterior, scheme, functional, return_cov), X, chunk_size,
         client=client, training_rows=len(Z),
     )
     if output_path is not None:

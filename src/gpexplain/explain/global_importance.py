@@ -21,23 +21,39 @@ A ``MixturePosterior`` (e.g. fully Bayesian hyperparameters) gives a mixture of 
 components' exact moments are combined by the laws of total expectation and covariance, and
 every probability is Monte Carlo over draws from the mixture.
 
+Several outputs (a ``MultiOutputAttribution``, e.g. of ``gx.CoregionalizedPosterior``,
+``gx.LMCPosterior`` or ``gx.IndependentOutputs``) give a ``MultiOutputImportance``: each output
+summarised from its own attributions and covariance across points (so it equals the
+single-output result of that output's marginal posterior), and ``between_outputs``, the
+posterior covariance of each feature's importance between outputs i and j, from the same sums
+over the joint covariance across points and outputs (``joint_point_cov``): for ``mean`` and
+``mean_sq`` the formulas above with the (output, feature) pairs as the columns, for
+``mean_abs`` ``(1/n^2) sum_pq Cov(|A_pia|, |A_qja|)`` by the same bivariate folded-normal
+product moment. Zero for independent outputs (the model says so; not computed). Probabilities
+compare features within one output only (outputs have their own units).
+
 Cost: the covariance blocks of ``PointCovariance`` (stated there) over the n^2 / 2 pairs of
 points, plus per pair O(D^2) for ``mean`` and ``mean_sq`` and D bivariate normal CDFs (eight
-Owen's T evaluations each) for ``mean_abs``; memory stays at one block pair. The probabilities
+Owen's T evaluations each) for ``mean_abs``; memory stays at one block pair. Several
+outputs: each output's own pass, and one over the joint blocks ((t D)^2 per pair of points for
+``mean``/``mean_sq``, D t (t - 1) bivariate CDFs for ``mean_abs``). The probabilities
 of ``mean_abs``/``mean_sq`` need the dense (n D)^2 matrix and its eigendecomposition, O((n D)^3):
 they are computed when ``n D <= max_joint`` and are None (with a note) above.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from numbers import Integral
 
 import numpy as np
 from scipy.special import ndtr
 
 from gpexplain._numerics_folded_normal import mean_abs, mean_abs_product
+from gpexplain._validation import check_finite_result
 from gpexplain.explain._points import MixturePointCovariance
-from gpexplain.global_attribution import GlobalImportance
+from gpexplain.global_attribution import GlobalImportance, MultiOutputImportance
+from gpexplain.multi_output_attribution import MultiOutputAttribution
 
 __all__ = ["SUMMARIES", "global_importance", "importance_of"]
 
@@ -63,7 +79,7 @@ def global_importance(
     random_state=0,
     client=None,
     **options,
-) -> GlobalImportance:
+) -> GlobalImportance | MultiOutputImportance:
     """Posterior mean and standard deviation of each feature's global importance, exactly.
 
     The attributions of ``method`` at the rows of X are jointly Gaussian across points and
@@ -100,6 +116,10 @@ def global_importance(
     Returns
     -------
     GlobalImportance
+        Or, for a multi-output model (``outputs=`` among ``options`` selects some), a
+        ``MultiOutputImportance``: one ``GlobalImportance`` per output, equal to that of the
+        output's marginal posterior, and the posterior covariance of each feature's importance
+        between outputs (module docstring).
 
     Raises
     ------
@@ -132,17 +152,28 @@ def _check_summary(summary) -> None:
 
 
 def importance_of(attribution, summary: str = "mean_abs", *, n_samples: int = 4000,
-                  max_joint: int = MAX_JOINT, random_state=0) -> GlobalImportance:
-    """``global_importance`` of an ``Attribution`` computed with ``return_cov="points"``.
+                  max_joint: int = MAX_JOINT, random_state=0
+                  ) -> GlobalImportance | MultiOutputImportance:
+    """``global_importance`` of an ``Attribution`` (or ``MultiOutputAttribution``) computed
+    with ``return_cov="points"``.
+
+    Returns
+    -------
+    GlobalImportance, or MultiOutputImportance for a ``MultiOutputAttribution`` (each output
+    summarised on its own, with the same arguments; ``_multi_output_importance``).
 
     Raises
     ------
     ValueError
-        No ``point_cov`` on the attribution, unknown summary, bad ``n_samples``/``max_joint``.
+        No ``point_cov`` on the attribution (on an output's, for several outputs), unknown
+        summary, bad ``n_samples``/``max_joint``.
     """
     _check_summary(summary)
     n_samples = _check_positive_int(n_samples, "n_samples")
     max_joint = _check_positive_int(max_joint, "max_joint")
+    if isinstance(attribution, MultiOutputAttribution):
+        return _multi_output_importance(attribution, summary, n_samples, max_joint,
+                                        random_state)
     point_cov = getattr(attribution, "point_cov", None)
     if point_cov is None:
         raise ValueError("the attribution has no covariance across points: explain with "
@@ -174,6 +205,60 @@ def importance_of(attribution, summary: str = "mean_abs", *, n_samples: int = 40
         n_samples=used_samples, feature_names=list(attribution.feature_names),
         method=attribution.method, note=note,
     )
+
+
+def _multi_output_importance(attribution, summary, n_samples, max_joint, random_state):
+    """Each output's importance from its own ``Attribution`` (the single-output result of that
+    output, probabilities with the same ``random_state``), and the covariance of each
+    feature's importance between outputs: zero for independent outputs (the model says so),
+    otherwise from the blocks of ``joint_point_cov`` with the stacked (output, feature)
+    values as the columns of ``_moments`` (``mean``, ``mean_sq``: the whole (t D, t D)
+    matrix, its same-feature entries kept; ``mean_abs``: the folded-normal product moment of
+    the same-feature pairs of different outputs only)."""
+    names = attribution.output_names
+    for name, part in zip(names, attribution.attributions, strict=True):
+        if getattr(part, "point_cov", None) is None:
+            raise ValueError(
+                f"output {name!r} has no covariance across points: explain the multi-output "
+                "model with return_cov='points' (or call gx.global_importance on it)."
+            )
+    results = [
+        replace(importance_of(part, summary, n_samples=n_samples, max_joint=max_joint,
+                              random_state=random_state),
+                method=f"{part.method}, output {name!r}")
+        for name, part in zip(names, attribution.attributions, strict=True)
+    ]
+    n_outputs = len(names)
+    variances = np.stack([result.std**2 for result in results], axis=-1)  # (D, t)
+    between, note = variances[:, :, None] * np.eye(n_outputs), ""
+    if not attribution.independent:
+        joint = attribution.joint_point_cov
+        if joint is None:
+            between, note = None, ("the covariance across points and outputs "
+                                   "(joint_point_cov) was not computed or not saved")
+        else:
+            between += _importance_between_outputs(joint, attribution, summary)
+    if between is not None:
+        check_finite_result("global_importance", between)
+    return MultiOutputImportance(results, list(names), attribution.independent, between, note)
+
+
+def _importance_between_outputs(joint, attribution, summary) -> np.ndarray:
+    """``Cov[G_a(output i), G_a(output j)]`` for i != j, zero on the diagonal, (D, t, t)."""
+    n_points, n_outputs, n_features = attribution.mean.shape
+    mu = attribution.mean.reshape(n_points, n_outputs * n_features)
+    var = np.concatenate([part.var for part in attribution.attributions], axis=1)
+    i, j = np.triu_indices(n_outputs, 1)
+    feature = np.repeat(np.arange(n_features), len(i))
+    i, j = np.tile(i, n_features), np.tile(j, n_features)
+    left, right = i * n_features + feature, j * n_features + feature
+    between = np.zeros((n_features, n_outputs, n_outputs))
+    if summary == "mean_abs":
+        covariance = _moments(joint.blocks(), mu, var, summary, (left, right))[2]
+    else:
+        covariance = _moments(joint.blocks(), mu, var, summary)[1][left, right]
+    between[feature, i, j] = between[feature, j, i] = covariance
+    return between
 
 
 def _standard_error(probability: np.ndarray, n_samples: int) -> float:
@@ -233,9 +318,14 @@ def _mixture_importance(attribution, summary, n_samples, max_joint, random_state
     )
 
 
-def _moments(blocks, mu, var, summary):
+def _moments(blocks, mu, var, summary, pairs=None):
     """Exact posterior mean, covariance (or None) and variance of the importances, from the
-    ``(start1, start2, block)`` blocks of the covariance across points (upper triangle)."""
+    ``(start1, start2, block)`` blocks of the covariance across points (upper triangle).
+
+    ``pairs`` (``mean_abs`` only): ``(left, right)`` column arrays; the covariances
+    ``Cov(G_left[k], G_right[k])`` are then returned in place of the variances (default: each
+    column with itself, the variances).
+    """
     n_points, n_features = mu.shape
     abs_mean = mean_abs(mu, var)  # (n, D)
     if summary == "mean":
@@ -244,7 +334,9 @@ def _moments(blocks, mu, var, summary):
         expected = (mu**2 + var).mean(0)
     else:
         expected = abs_mean.mean(0)
-    total = np.zeros((n_features, n_features) if summary != "mean_abs" else n_features)
+    columns = np.arange(n_features)
+    left, right = (columns, columns) if pairs is None else pairs
+    total = np.zeros((n_features, n_features) if summary != "mean_abs" else len(left))
     for start1, start2, block in blocks:
         n1, n2 = block.shape[0], block.shape[2]
         rows1, rows2 = slice(start1, start1 + n1), slice(start2, start2 + n2)
@@ -254,21 +346,34 @@ def _moments(blocks, mu, var, summary):
             part = 2.0 * np.einsum("piqj,piqj->ij", block, block) + 4.0 * np.einsum(
                 "pi,piqj,qj->ij", mu[rows1], block, mu[rows2])
         else:
-            same = np.einsum("piqi->ipq", block)  # (D, n1, n2) same-feature covariances
-            m1, m2 = mu[rows1].T[:, :, None], mu[rows2].T[:, None, :]
-            v1, v2 = var[rows1].T[:, :, None], var[rows2].T[:, None, :]
-            product = mean_abs_product(m1, m2, v1, v2, same)
-            if start1 == start2:  # p = q: E|X|^2 = mu^2 + var, exactly
-                diagonal = np.arange(n1)
-                product[:, diagonal, diagonal] = (mu[rows1] ** 2 + var[rows1]).T
-            covariance = product - abs_mean[rows1].T[:, :, None] * abs_mean[rows2].T[:, None, :]
-            part = covariance.sum(axis=(1, 2))
+            moments = (block, rows1, rows2, mu, var, abs_mean)
+            part = _abs_covariance(*moments, left, right, start1 == start2)
+            if start1 != start2:  # the mirrored block: (left, right) there is (right, left) here
+                part = part + (part if pairs is None else
+                               _abs_covariance(*moments, right, left, False))
+            total = total + part
+            continue
         total = total + (part if start1 == start2 else part + part.T)
     total = total / n_points**2
     if summary == "mean_abs":
         return expected, None, total
     total = 0.5 * (total + total.T)
     return expected, total, np.diag(total).copy()
+
+
+def _abs_covariance(block, rows1, rows2, mu, var, abs_mean, left, right, same_points):
+    """``sum_{p in rows1, q in rows2} Cov(|A_p,left[k]|, |A_q,right[k]|)`` for each k, from
+    the bivariate folded-normal product moment; ``same_points``: rows1 = rows2."""
+    cross = block[:, left, :, right]  # (K, n1, n2)
+    m1, m2 = mu[rows1][:, left].T[:, :, None], mu[rows2][:, right].T[:, None, :]
+    v1, v2 = var[rows1][:, left].T[:, :, None], var[rows2][:, right].T[:, None, :]
+    product = mean_abs_product(m1, m2, v1, v2, cross)
+    if same_points:  # one variable with itself: E|X|^2 = mu^2 + var, exactly
+        diagonal, itself = np.arange(cross.shape[1]), np.flatnonzero(left == right)
+        product[itself[:, None], diagonal, diagonal] = (
+            mu[rows1] ** 2 + var[rows1])[:, left[itself]].T
+    return (product - abs_mean[rows1][:, left].T[:, :, None]
+            * abs_mean[rows2][:, right].T[:, None, :]).sum(axis=(1, 2))
 
 
 def _gaussian_probabilities(expected, cov):

@@ -32,15 +32,21 @@ output's ``point_cov``, its diagonal point blocks (p = q) the joint covariance a
 
 Independent outputs are explained one by one through the single-output driver; their
 covariance across outputs (at a point or across points) is zero by the model and is not
-computed.
+computed. Streamed to Parquet (``output_path=``), every output's chunk is evaluated per block
+of points instead (``_independent_chunk``, the single-output chunk once per output), so that a
+row of the file holds all outputs and memory stays bounded by the chunk size; a coregionalised
+posterior's chunks hold every output already.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
+from gpexplain.explain._chunks import ChunkTask, explain_chunk
+from gpexplain.explain._parquet import write_parquet
 from gpexplain.explain._points import PointCovariance
 from gpexplain.explain._result import finished_attribution
 from gpexplain.functionals.base import LinearFunctional
@@ -53,7 +59,7 @@ __all__ = ["explain_multi_output"]
 
 def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_one, outputs,
                          return_cov: bool, chunk_size, caller: str,
-                         client=None) -> MultiOutputAttribution:
+                         client=None, output_path=None) -> MultiOutputAttribution | Path:
     """Explain the selected outputs of ``posterior`` at X (see the module docstring).
 
     Parameters
@@ -70,14 +76,19 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
         output's ``Attribution``, from its marginal posterior) and, for a coregionalised
         posterior, the joint one across points, outputs and features
         (``MultiOutputAttribution.joint_point_cov``; None for independent outputs, whose
-        blocks between outputs are zero by the model).
+        blocks between outputs are zero by the model). Not with ``output_path``.
     chunk_size, caller, client : as in ``gpexplain.explain._driver.explain`` (on a cluster,
         independent outputs' chunks run output after output; a coregionalised posterior's
         chunks hold every output, and its covariances across points are evaluated there too)
+    output_path : pathlib.Path, optional
+        From ``check_output_path``: stream every output's results to this Parquet file chunk
+        by chunk (the multi-output layout of ``gpexplain.explain._parquet``) and return it;
+        each chunk holds every selected output (independent outputs too, evaluated block by
+        block), so memory stays bounded by the chunk size.
 
     Returns
     -------
-    MultiOutputAttribution
+    MultiOutputAttribution, or the ``pathlib.Path`` written with ``output_path``.
 
     Raises
     ------
@@ -89,7 +100,7 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     """
     index = posterior.output_index(outputs)
     names = [posterior.output_names[i] for i in index]
-    if posterior.independent:
+    if posterior.independent and output_path is None:
         parts = [
             explain_one(posterior.marginal(i), X, functional, return_cov=return_cov,
                         chunk_size=chunk_size, client=client, caller=caller)
@@ -99,21 +110,21 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     points = return_cov == "points"
     return_cov = True if points else return_cov
     marginals = [posterior.marginal(i) for i in index]
-    Z = posterior.train_inputs
-    # What an output's marginal cannot be explained by (an LMC output's term form) is refused
-    # by name before any work; the joint terms then bind each term's input kernel.
-    functional.bind(marginals[0].kernel, Z)
-    terms = output_terms(posterior, functional, index)
+    if posterior.independent:
+        function, context, terms, training_rows, copies = _independent_context(
+            marginals, functional, return_cov)
+    else:
+        function, context, terms, training_rows, copies = _coregionalized_context(
+            posterior, marginals, functional, index, return_cov)
     X = posterior.check_inputs(X)
     if chunk_size is None:
-        chunk_size = default_chunk_size(
-            *Z.shape, copies_per_point=terms.copies_per_point() * (len(index) + 1)
-        )
-    context = (posterior, terms, functional, index, marginals, return_cov)
-    mean, cov, prediction, reference, difference_variance = concatenate_chunks(
-        iter_chunks(_coregionalized_chunk, context, X, chunk_size, client=client,
-                    training_rows=len(Z))
-    )
+        chunk_size = default_chunk_size(training_rows, X.shape[1], copies_per_point=copies)
+    chunks = iter_chunks(function, context, X, chunk_size, client=client,
+                         training_rows=training_rows)
+    if output_path is not None:
+        return write_parquet(output_path, chunks, functional.output_names(marginals[0]), caller,
+                             output_names=names, independent=posterior.independent)
+    mean, cov, prediction, reference, difference_variance = concatenate_chunks(chunks)
     parts = [
         finished_attribution(
             caller, functional, X, mean=mean[:, k],
@@ -128,6 +139,7 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
     ]
     joint_point_cov = None
     if points:  # each output's own, through its marginal's representer form, and the joint
+        Z = posterior.train_inputs
         parts = [replace(part, point_cov=PointCovariance(
                      marginal, functional.bind(marginal.kernel, Z), functional, X,
                      client=client))
@@ -136,6 +148,48 @@ def explain_multi_output(posterior, X, functional: LinearFunctional, *, explain_
         joint_point_cov = PointCovariance(posterior, stacked, stacked, X, client=client)
     return MultiOutputAttribution(parts, names, cov, independent=False,
                                   joint_point_cov=joint_point_cov)
+
+
+def _coregionalized_context(posterior, marginals, functional, index, return_cov):
+    """The chunk function and context of a coregionalised posterior's selected outputs, its
+    ``TermSum``, training rows and (n_train, D) slabs per point for the chunk size."""
+    Z = posterior.train_inputs
+    # What an output's marginal cannot be explained by (an LMC output's term form) is refused
+    # by name before any work; the joint terms then bind each term's input kernel.
+    functional.bind(marginals[0].kernel, Z)
+    terms = output_terms(posterior, functional, index)
+    context = (posterior, terms, functional, index, marginals, return_cov)
+    return (_coregionalized_chunk, context, terms, len(Z),
+            terms.copies_per_point() * (len(index) + 1))
+
+
+def _independent_context(marginals, functional, return_cov):
+    """The chunk function and context of independent outputs evaluated block by block
+    (``_independent_chunk``): each output's ``ChunkTask`` (its own kernel and training set),
+    no ``TermSum`` (None), the largest training set and the slabs of all outputs per point."""
+    tasks, copies = [], 0
+    for marginal in marginals:  # every output's kernel is checked before any work
+        scheme = functional.bind(marginal.kernel, marginal.train_inputs)
+        tasks.append(ChunkTask(marginal, scheme, functional, return_cov))
+        copies += scheme.copies_per_point()
+    rows = max(len(marginal.train_inputs) for marginal in marginals)
+    return _independent_chunk, tuple(tasks), None, rows, copies
+
+
+def _independent_chunk(block: np.ndarray, tasks) -> tuple:
+    """Per block, every independent output through the single-output chunk
+    (``gpexplain.explain._chunks.explain_chunk``), in ``_coregionalized_chunk``'s shapes;
+    the covariance between outputs is zero by the model (filled, not computed)."""
+    per_output = zip(*(explain_chunk(block, task) for task in tasks), strict=True)
+    mean, cov, prediction, reference, difference_variance = (
+        None if values[0] is None else np.stack(values, axis=1) for values in per_output)
+    if cov is not None:  # (m, t, D, D) -> (m, t, D, t, D), zero off the output diagonal
+        m, t, D = mean.shape
+        joint = np.zeros((m, t, D, t, D))
+        for k in range(t):
+            joint[:, k, :, k, :] = cov[:, k]
+        cov = joint
+    return mean, cov, prediction, reference, difference_variance
 
 
 class _StackedOutputs:
