@@ -245,7 +245,44 @@ def invalid_parameter_case(data) -> Outcome:
     return outcome
 
 
+@guarded
+def multi_output_fit_case(data) -> Outcome:
+    """A coregionalised fit (ICM or LMC) of two targets on a small table (duplicated rows,
+    targets from unrelated to proportional) predicts finite values and explains each output
+    completely, or refuses naming what; this session's 40-row ICM fit died with torch's
+    ``_LinAlgError`` when a line search tried an indefinite kernel matrix."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1)))
+    n, d = data.draw(st.integers(8, 40)), data.draw(st.integers(1, 3))
+    X = data.draw(log_uniform(1e-2, 1e3)) * rng.normal(size=(n, d))
+    if data.draw(st.booleans()):  # exact duplicates, as in real tables
+        X[-1] = X[0]
+    scaled = X / np.maximum(X.std(0), 1e-300)
+    y = np.sin(scaled[:, 0]) + scaled[:, -1]
+    mixing = data.draw(st.sampled_from([0.0, 0.5, 1.0]))  # 1: the second target is the first
+    second = mixing * y + (1 - mixing) * scaled[:, 0] * scaled[:, -1]
+    Y = np.column_stack([y, second + data.draw(log_uniform(1e-8, 1e-1)) * rng.normal(size=n)])
+    form = data.draw(st.sampled_from(["icm", "lmc"]))
+    model, error, _ = call(gx.GPRegressor(multi_output=form, max_iter=50).fit, X, Y)
+    if error is not None:
+        return classify_exception(error, ("X", "y", "rows", "columns"))
+    prediction = model.predict(X)
+    if not np.all(np.isfinite(prediction)):
+        return Outcome("silently_wrong", f"{form}: non-finite predictions")
+    for output in range(2):
+        marginal = model.posterior_.marginal(output)
+        attr, error, warned = call(gx.integrated_gradients, marginal, X[:2])
+        if error is not None:
+            return classify_exception(error, ("baseline", "X"))
+        outcome = check_attribution(attr, marginal, X[:2], np.atleast_2d(X.mean(0)),
+                                    warned=warned)
+        if outcome.kind != "ok":
+            outcome.detail = f"{form}, output {output}: {outcome.detail}"
+            return outcome
+    return Outcome("ok")
+
+
 CASES = (
     integrated_gradients_case, gradients_case, baseline_labels_case, invalid_parameter_case,
-    mean_paths_case, random_features_case, default_names_case, *POE_CASES, *FILE_CASES,
+    mean_paths_case, random_features_case, default_names_case, multi_output_fit_case,
+    *POE_CASES, *FILE_CASES,
 )

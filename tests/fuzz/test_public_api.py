@@ -21,6 +21,7 @@ from tests.fuzz.cases import (
     integrated_gradients_case,
     invalid_parameter_case,
     mean_paths_case,
+    multi_output_fit_case,
     random_features_case,
 )
 from tests.fuzz.file_cases import FILE_CASES
@@ -39,7 +40,8 @@ PROFILE = os.environ.get("GPEXPLAIN_FUZZ_PROFILE", "default-suite")
 # The defect classes of these cases are fixed: they run in the default suite.
 DEFAULT_CASES = (
     baseline_labels_case, gradients_case, integrated_gradients_case, invalid_parameter_case,
-    mean_paths_case, random_features_case, default_names_case, *POE_CASES, *FILE_CASES,
+    mean_paths_case, random_features_case, default_names_case, multi_output_fit_case,
+    *POE_CASES, *FILE_CASES,
 )
 
 
