@@ -1,0 +1,294 @@
+"""``gx.global_sensitivity`` of a linear model of coregionalisation (LMC, issue 24), per output.
+
+References, none sharing code with ``gpexplain.explain.sensitivity`` or
+``gpexplain.kernels.product_pairs``:
+
+* the per-feature integrals mixing two or three lengthscales (``PairStructure``) against a
+  150-node Gauss-Hermite rule (1-D and 2-D tensor) of the integrands written here;
+* the indices of each output's posterior mean (``tests.reference.lmc``: NumPy LMC, explicit
+  inverse) by the closed Sobol game on a tensor grid (90 Gauss-Hermite nodes per feature for
+  a Gaussian measure, 40 Gauss-Legendre for a box, the atoms of an empirical measure) and
+  brute-force Shapley over it (``tests.reference.shapley_brute_force``);
+* posterior expectations, standard deviations and the covariance between outputs: on the
+  atoms of an empirical measure every index is an exact quadratic form ``f^T W f`` of the
+  grid values (W by polarisation of the grid game), so its moments under the reference joint
+  posterior are ``tr(W C) + m^T W m`` and ``2 tr(W C W C') + 4 m^T W C W m'`` exactly; under
+  a Gaussian measure, Monte Carlo over joint posterior sample paths on a Gauss-Hermite grid
+  (z < 5);
+* a one-term LMC against the intrinsic coregionalisation model (ICM) of the same kernel.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import gpexplain as gx
+from gpexplain.kernels import RBF
+from gpexplain.kernels.measures import Empirical, Gaussian, Uniform
+from gpexplain.kernels.product import product_structure
+from gpexplain.kernels.product_pairs import PairStructure
+from tests.reference import shapley_brute_force as brute
+from tests.reference.lmc import joint_moments, problem, rbf
+
+NAMES = ["yield", "cost"]
+INDEX_NAMES = ("total_variance", "first_order", "total", "shapley_effects")
+
+
+def _model(seed=3, n=24):
+    return problem(seed=seed, n=n, d=2)
+
+
+def _lmc(model):
+    return gx.LMCPosterior(model.X, model.tasks, model.y,
+                           [RBF(ls, 1.0) for ls in model.lengthscales], model.matrices,
+                           model.noise, mean=model.means, output_names=NAMES)
+
+
+def _reference_means(model, grid):
+    """``m_i(grid)`` of every output, (t, m), from the reference LMC without its covariance."""
+    a = model.weights()
+    return np.stack([model.means[i] + sum(B[i, model.tasks] * rbf(grid, model.X, ls)
+                                          for ls, B in model.terms()) @ a
+                     for i in range(model.n_outputs)])
+
+
+def _grid_indices(values, atoms):
+    """(V, first (d,), total (d,), Shapley (d,), V_01) of a function on the tensor grid."""
+    v = brute.variance_game(values, atoms)
+    d = values.ndim
+    everything = frozenset(range(d))
+    return np.concatenate([
+        [v(everything)], [v({i}) for i in range(d)],
+        [v(everything) - v(everything - {i}) for i in range(d)],
+        brute.shapley_from_game(v, d), [v({0, 1}) - v({0}) - v({1})]])
+
+
+def _stacked(result):
+    """The library's (V, first, total, Shapley, V_01) of the mean, expectation, std."""
+    def stack(prefix, suffix, pair):
+        return np.concatenate([[getattr(result, f"{prefix}total_variance{suffix}")]]
+                              + [getattr(result, f"{prefix}{name}{suffix}")
+                                 for name in INDEX_NAMES[1:]] + [[pair[0, 1]]])
+    return (stack("", "", result.second_order),
+            stack("expected_", "", result.expected_second_order),
+            stack("", "_std", result.second_order_std))
+
+
+# --- per-feature integrals mixing lengthscales ------------------------------------------------
+
+def _hermite(mean, std, n=150):
+    nodes, weights = np.polynomial.hermite_e.hermegauss(n)
+    return mean + std * nodes, weights / weights.sum()
+
+
+def _se(a, b, lengthscale):
+    return np.exp(-0.5 * np.subtract.outer(a, b) ** 2 / lengthscale**2)
+
+
+def test_pair_integrals_against_gauss_hermite():
+    mean, std, (lq, lp, lr) = 0.3, 0.8, (0.7, 1.3, 1.9)
+    measure = Gaussian([mean], [std])
+    q, p, r = (product_structure(RBF([ls], 1.0), 1) for ls in (lq, lp, lr))
+    a, b = np.array([-1.1, 0.2, 0.9]), np.array([0.5, -0.4])
+    s, w = _hermite(mean, std)
+
+    def centred(ls, points):  # c(s, x) = k(s, x) - E_s k(s, x), (S, len(points))
+        k = _se(s, points, ls)
+        return k - w @ k
+
+    mu_p = w @ _se(s, s, lp)  # mu_p at the nodes
+    mu_q, mu_r = w @ _se(s, s, lq), w @ _se(s, s, lr)
+    C = (centred(lq, a) * w[:, None]).T @ centred(lr, b)
+    lam = (w * (mu_p - w @ mu_p)) @ _se(s, b, lr)
+    G = (centred(lq, a) * w[:, None]).T @ _se(s, s, lp) @ (centred(lr, b) * w[:, None])
+    kc_q = _se(s, s, lq) - mu_q[:, None] - mu_q[None, :] + w @ mu_q
+    kc_r = _se(s, s, lr) - mu_r[:, None] - mu_r[None, :] + w @ mu_r
+    tables = ((w @ mu_q) * (w @ mu_r), w @ ((mu_q - w @ mu_q) * (mu_r - w @ mu_r)),
+              w @ (kc_q * kc_r) @ w)
+    pair = PairStructure(q, r)
+    np.testing.assert_allclose(pair.centred_second_moment(a[:, None], b[:, None], measure)
+                               [..., 0], C, rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(PairStructure(p, r).centred_cross_moment(b[:, None], measure)
+                               [:, 0], lam, rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(pair.centred_sandwich(a[:, None], b[:, None], measure, p)
+                               [..., 0], G, rtol=1e-10, atol=1e-14)
+    for got, expected in zip(pair.trace_moments(measure), tables, strict=True):
+        np.testing.assert_allclose(got[0], expected, rtol=1e-10, atol=1e-14)
+    # the same integrals over atoms: an empirical measure on the Hermite nodes is not
+    # weighted, so compare the atom path with a weighted-free reference on a small sample
+    atoms = np.array([[-0.9], [0.1], [0.4], [1.3]])
+    sample = Empirical(atoms)
+    ws, ss = np.full(4, 0.25), atoms[:, 0]
+    cq = _se(ss, a, lq) - ws @ _se(ss, a, lq)
+    cr = _se(ss, b, lr) - ws @ _se(ss, b, lr)
+    np.testing.assert_allclose(pair.centred_second_moment(a[:, None], b[:, None], sample)
+                               [..., 0], (cq * ws[:, None]).T @ cr, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(pair.centred_sandwich(a[:, None], b[:, None], sample, p)[..., 0],
+                               (cq * ws[:, None]).T @ _se(ss, ss, lp) @ (cr * ws[:, None]),
+                               rtol=1e-11, atol=1e-15)
+
+
+def test_a_kernel_paired_with_itself_is_its_product_structure():
+    # ProductStructure's centred moments are PairStructure(k, k)'s: the single-kernel indices
+    # (tested against mpmath in test_sensitivity.py) exercise the same formulas
+    k = product_structure(RBF([0.8, 1.7], 1.3), 2)
+    X = np.random.default_rng(0).normal(size=(4, 2))
+    for measure in (Gaussian([0.1, -0.2], [0.9, 1.2]), Uniform([-1, -2], [1, 1.5])):
+        pair = PairStructure(k, k)
+        np.testing.assert_array_equal(k.centred_second_moment(X, X, measure),
+                                      pair.centred_second_moment(X, X, measure))
+        np.testing.assert_array_equal(k.centred_sandwich(X, X, measure),
+                                      pair.centred_sandwich(X, X, measure, k))
+        for mine, theirs in zip(k.trace_moments(measure), pair.trace_moments(measure),
+                                strict=True):
+            np.testing.assert_array_equal(mine, theirs)
+
+
+def test_a_feature_one_term_ignores_has_no_centred_pair_integrals():
+    measure = Gaussian([0.0, 0.0], [1.0, 1.0])
+    q = product_structure(RBF([0.8, np.inf], 1.0), 2)  # ignores feature 1
+    r = product_structure(RBF([1.1, 0.6], 1.0), 2)
+    X = np.random.default_rng(1).normal(size=(3, 2))
+    pair = PairStructure(q, r)
+    for value in (pair.centred_second_moment(X, X, measure), pair.centred_cross_moment(X, measure),
+                  pair.centred_sandwich(X, X, measure, r), pair.trace_moments(measure)[2]):
+        assert np.all(np.isfinite(value))
+        np.testing.assert_array_equal(np.asarray(value)[..., 1], 0.0)
+
+
+# --- indices of each output's posterior mean ----------------------------------------------------
+
+GRIDS = {
+    "gaussian": (Gaussian([0.1, -0.2], [0.9, 1.2]),
+                 lambda: brute.gaussian_atoms([0.1, -0.2], [0.9, 1.2], 90)),
+    "uniform": (Uniform([-1.0, -1.5], [1.2, 1.0]),
+                lambda: brute.legendre_atoms([-1.0, -1.5], [1.2, 1.0], 40)),
+    "empirical": (Empirical(np.random.default_rng(2).normal(size=(9, 2))), None),
+}
+
+
+@pytest.mark.parametrize("kind", list(GRIDS))
+def test_lmc_indices_of_the_mean_against_tensor_grid(kind):
+    model = _model()
+    measure, atoms = GRIDS[kind]
+    atoms = brute.empirical_atoms(measure.points) if atoms is None else atoms()
+    result = gx.global_sensitivity(_lmc(model), measure, interactions=True)
+    assert isinstance(result, gx.MultiOutputSensitivity)
+    assert result.output_names == NAMES
+    grid, shape = brute.tensor_grid(atoms)
+    means = _reference_means(model, grid)
+    for output in range(2):
+        reference = _grid_indices(means[output].reshape(shape), atoms)
+        got = _stacked(result[NAMES[output]])[0]
+        np.testing.assert_allclose(got, reference, rtol=0, atol=1e-9 * reference[0])
+
+
+def _quadratic_forms(atoms):
+    """W (1 + 3 d + 1, m, m) of every index on the grid: F(f) = f^T W f, by polarisation."""
+    shape = tuple(len(nodes) for nodes, _ in atoms)
+    m = int(np.prod(shape))
+
+    def index(f):
+        return _grid_indices(f.reshape(shape), atoms)
+
+    eye = np.eye(m)
+    diagonal = np.array([index(eye[i]) for i in range(m)])  # (m, K)
+    W = np.zeros((diagonal.shape[1], m, m))
+    for i, j in itertools.combinations(range(m), 2):
+        W[:, i, j] = W[:, j, i] = 0.5 * (index(eye[i] + eye[j]) - diagonal[i] - diagonal[j])
+    W[:, np.arange(m), np.arange(m)] = diagonal.T
+    return W
+
+
+def test_lmc_posterior_moments_and_covariance_between_outputs_exact_on_atoms():
+    model = _model(n=16)
+    measure = Empirical(np.random.default_rng(4).normal(size=(5, 2)))
+    atoms = brute.empirical_atoms(measure.points)
+    grid, _ = brute.tensor_grid(atoms)
+    W = _quadratic_forms(atoms)
+    mean, cov = joint_moments(model, grid)  # (t, m), (t m, t m)
+    m = len(grid)
+    blocks = [[cov[i * m:(i + 1) * m, j * m:(j + 1) * m] for j in range(2)] for i in range(2)]
+    result = gx.global_sensitivity(_lmc(model), measure, interactions=True)
+    for i in range(2):
+        _, expected, std = _stacked(result[NAMES[i]])
+        C, mi = blocks[i][i], mean[i]
+        np.testing.assert_allclose(
+            expected, np.einsum("kab,ba->k", W, C) + np.einsum("a,kab,b->k", mi, W, mi),
+            rtol=1e-8)
+        variance = (2 * np.einsum("kab,bc,kcd,da->k", W, C, W, C)
+                    + 4 * np.einsum("a,kab,bc,kcd,d->k", mi, W, C, W, mi))
+        np.testing.assert_allclose(std, np.sqrt(variance), rtol=1e-7)
+    between = (2 * np.einsum("kab,bc,kcd,da->k", W, blocks[0][1], W, blocks[1][0])
+               + 4 * np.einsum("a,kab,bc,kcd,d->k", mean[0], W, blocks[0][1], W, mean[1]))
+    got = np.concatenate([np.atleast_1d(result.index_covariance(name)[..., 0, 1])
+                          for name in INDEX_NAMES])
+    np.testing.assert_allclose(got, between[:-1], rtol=1e-7, atol=1e-12 * np.abs(between).max())
+
+
+def test_lmc_posterior_moments_against_sample_paths():
+    # Gauss-Hermite atoms (20 per feature) stand in for the Gaussian measure; joint samples of
+    # both outputs on the grid; z-scores as in test_sensitivity.py's sample-path test
+    model = _model(n=16)
+    measure = Gaussian([0.1, -0.2], [0.9, 1.2])
+    atoms = brute.gaussian_atoms(measure.mean, measure.std, 20)
+    grid, shape = brute.tensor_grid(atoms)
+    mean, cov = joint_moments(model, grid)
+    eigenvalues, vectors = np.linalg.eigh(cov)
+    root = vectors * np.sqrt(np.maximum(eigenvalues, 0.0))
+    n = 3000
+    samples = (mean.reshape(-1) + np.random.default_rng(1).normal(size=(n, len(cov))) @ root.T
+               ).reshape(n, 2, -1)
+    draws = np.array([[_grid_indices(path.reshape(shape), atoms) for path in pair]
+                      for pair in samples])  # (n, 2, K)
+    result = gx.global_sensitivity(_lmc(model), measure, interactions=True)
+    for i in range(2):
+        _, expected, std = _stacked(result[NAMES[i]])
+        sample_std = draws[:, i].std(0)
+        z_mean = np.abs(draws[:, i].mean(0) - expected) / (sample_std / np.sqrt(n))
+        assert np.all(z_mean < 5.0), z_mean
+        spread = ((draws[:, i] - draws[:, i].mean(0)) ** 2).std(0)
+        z_std = np.abs(sample_std - std) / (spread / (2 * sample_std * np.sqrt(n)))
+        assert np.all(z_std < 5.0), (z_std, sample_std, std)
+    centred = draws - draws.mean(0)
+    products = centred[:, 0] * centred[:, 1]
+    got = np.concatenate([np.atleast_1d(result.index_covariance(name)[..., 0, 1])
+                          for name in INDEX_NAMES])
+    z_between = np.abs(products.mean(0)[:-1] - got) / (products.std(0)[:-1] / np.sqrt(n))
+    assert np.all(z_between < 5.0), z_between
+
+
+def test_one_term_lmc_equals_the_icm():
+    model = _model()
+    B, ls = model.matrices[0], model.lengthscales[0]
+    kernel = RBF(ls, 1.3)
+    icm = gx.CoregionalizedPosterior(model.X, model.tasks, model.y, kernel, B, model.noise,
+                                     mean=model.means, output_names=NAMES)
+    lmc = gx.LMCPosterior(model.X, model.tasks, model.y, [kernel], [B], model.noise,
+                          mean=model.means, output_names=NAMES)
+    measure = Gaussian([0.1, -0.2], [0.9, 1.2])
+    mine, theirs = (gx.global_sensitivity(p, measure, interactions=True) for p in (lmc, icm))
+    for name in NAMES:
+        for got, expected in zip(_stacked(mine[name]), _stacked(theirs[name]), strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-13)
+    for name in INDEX_NAMES:
+        np.testing.assert_allclose(mine.index_covariance(name), theirs.index_covariance(name),
+                                   rtol=1e-10, atol=1e-14)
+
+
+def test_lmc_from_the_regressor():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, 2))
+    Y = np.column_stack([np.sin(X[:, 0]) + 0.3 * X[:, 1], np.cos(X[:, 1]) - 0.2 * X[:, 0]])
+    fitted = gx.GPRegressor(multi_output="lmc", n_components=2, n_restarts=0,
+                            max_iter=20).fit(X, Y)
+    result = gx.global_sensitivity(fitted, outputs=[1])
+    inputs = fitted.posterior_.data_inputs  # the default measure: their moments
+    one = gx.global_sensitivity(fitted.posterior_.marginal(1),
+                                Gaussian(inputs.mean(0), inputs.std(0)))
+    assert len(result.output_names) == 1
+    np.testing.assert_allclose(result[0].shapley_effects, one.shapley_effects, rtol=1e-12)
+    assert result[0].total_variance > 0 and np.all(result[0].total_std > 0)
