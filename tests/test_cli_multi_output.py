@@ -383,6 +383,32 @@ def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):
     assert np.all(np.abs(between["correlation"]) <= 1.0)
 
 
+def test_sensitivity_of_an_lmc_is_that_of_each_marginal(taipei_csv, tmp_path):
+    """--multi-output lmc: GPRegressor(multi_output="lmc") of the same rows, each target's
+    indices those of its marginal (a sum of two terms), the covariance between targets that
+    of the API."""
+    out = _sensitivity(taipei_csv, tmp_path / "lmc", "--target", PRICE, "--target", STORES,
+                       "--multi-output", "lmc", "--n-components", "2")
+    table = pd.read_csv(out / "sensitivity.csv")
+    frame = pd.read_csv(taipei_csv)
+    model = gx.GPRegressor(multi_output="lmc", n_components=2).fit(
+        frame[FEATURES], frame[[PRICE, STORES]])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["multi_output"] == "lmc" and len(summary["hyperparameters"]["terms"]) == 2
+    assert summary["cross_output"]["independent"] is False
+    for j, target in enumerate((PRICE, STORES)):
+        expected = gx.global_sensitivity(model.posterior_.marginal(j))
+        rows = table[table["output"] == target]
+        np.testing.assert_allclose(rows["shapley_effect"], expected.shapley_effects, rtol=1e-6)
+        np.testing.assert_allclose(rows["total_std"], expected.total_std, rtol=1e-6)
+        np.testing.assert_allclose(rows["shapley_index"].sum(), 1.0, rtol=1e-10)
+    between = pd.read_csv(out / "index_correlations.csv")
+    reference = gx.global_sensitivity(model).index_covariance("shapley_effects")[:, 0, 1]
+    shapley = between[between["index"] == "shapley_effects"]
+    np.testing.assert_allclose(shapley["covariance"], reference, rtol=1e-5)
+    assert np.all(np.abs(between["correlation"]) <= 1.0)
+
+
 @pytest.mark.parametrize(
     ("options", "fragments"),
     [
@@ -400,8 +426,8 @@ def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):
          ["--rank 3 is above the number of --target columns, 2"]),
         (["--target", PRICE, "--target", STORES, "--rank", "2"],
          ["--rank applies to --multi-output icm"]),
-        (["--target", PRICE, "--target", STORES, "--multi-output", "lmc"],
-         ["--multi-output lmc has no sensitivity analysis yet"]),
+        (["--target", PRICE, "--target", STORES, "--n-components", "2"],
+         ["--n-components applies to --multi-output lmc"]),
     ],
 )
 def test_sensitivity_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv,

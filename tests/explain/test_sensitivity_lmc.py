@@ -183,7 +183,7 @@ def test_lmc_indices_of_the_mean_against_tensor_grid(kind):
     for output in range(2):
         reference = _grid_indices(means[output].reshape(shape), atoms)
         got = _stacked(result[NAMES[output]])[0]
-        np.testing.assert_allclose(got, reference, rtol=0, atol=1e-9 * reference[0])
+        np.testing.assert_allclose(got, reference, rtol=0, atol=1e-12 * reference[0])
 
 
 def _quadratic_forms(atoms):
@@ -218,15 +218,15 @@ def test_lmc_posterior_moments_and_covariance_between_outputs_exact_on_atoms():
         C, mi = blocks[i][i], mean[i]
         np.testing.assert_allclose(
             expected, np.einsum("kab,ba->k", W, C) + np.einsum("a,kab,b->k", mi, W, mi),
-            rtol=1e-8)
+            rtol=1e-10)
         variance = (2 * np.einsum("kab,bc,kcd,da->k", W, C, W, C)
                     + 4 * np.einsum("a,kab,bc,kcd,d->k", mi, W, C, W, mi))
-        np.testing.assert_allclose(std, np.sqrt(variance), rtol=1e-7)
+        np.testing.assert_allclose(std, np.sqrt(variance), rtol=1e-10)
     between = (2 * np.einsum("kab,bc,kcd,da->k", W, blocks[0][1], W, blocks[1][0])
                + 4 * np.einsum("a,kab,bc,kcd,d->k", mean[0], W, blocks[0][1], W, mean[1]))
     got = np.concatenate([np.atleast_1d(result.index_covariance(name)[..., 0, 1])
                           for name in INDEX_NAMES])
-    np.testing.assert_allclose(got, between[:-1], rtol=1e-7, atol=1e-12 * np.abs(between).max())
+    np.testing.assert_allclose(got, between[:-1], rtol=1e-9, atol=1e-12 * np.abs(between).max())
 
 
 def test_lmc_posterior_moments_against_sample_paths():

@@ -48,6 +48,22 @@ kappa(., Z)`` (the pair matrices above). Shapley effects need the double integra
 for G and, for ``tr(H Q H Q)``, one n x n by n x n product per index, 2 (1 + 3 d) n^3 flops
 in all (500 points and 32 features, pumadyn-32nm in ``benchmarks/gp_sensitivity_speed.py``:
 12 s of CPU on one core).
+
+Sums of product kernels: the outputs of a linear model of coregionalisation (LMC, issue 24).
+Output i of ``k((x, i), (x', j)) = sum_q B^q_ij s2_q kappa_q(x, x')`` has the posterior mean
+``m_i = m0_i + sum_q s2_q kappa_q(., Z) (B^q[i, tasks] * a)`` and covariance ``c_i = sum_q
+B^q_ii s2_q kappa_q - U_i K^{-1} U_i^T``, ``U_i = sum_q B^q[i, tasks] s2_q kappa_q(., Z)``: one
+function on the stacked basis of rows (q, n) (``gpexplain.kernels.product_pairs.ProductTerms``)
+with coefficients ``s2_q B^q[i, tasks] a``, data form ``R`` (``K^{-1}`` between the stacked
+weights) and a prior that is a weighted sum of the terms' kernels. Every formula above holds
+on that basis with the per-feature tables summed over the terms they mix: the pair matrices
+H over (q, r) blocks (``PairStructure(kappa_q, kappa_r)``: the same Gaussian integrals with
+two lengthscales), the prior term of the expectation over q with weight ``b_q = B^q_ii s2_q``,
+the trace T over pairs (q, r) with ``b_q b_r`` and the three-kernel G over the middle term p
+with ``b_p``. One kernel is the case Q = 1, ``b = 1`` (its variance kept as s2), and the
+covariance of an index between outputs i and j of an ICM or LMC is the two-function case
+(``b_q = B^q_ij s2_q``). Cost: Q^2 pair tables and Q^3 three-kernel tables; the n x n
+products become (Q n) x (Q n).
 """
 
 from __future__ import annotations
@@ -101,7 +117,9 @@ def global_sensitivity(
     ----------
     model_or_posterior : fitted estimator or ``Posterior`` with a product kernel (ARD squared
         exponential, GPyTorch products of one-dimensional RBF / Matern / RQ kernels), or a
-        classifier (see above). A fitted ``gx.make_pipeline(...)`` too: the indices are of
+        classifier (see above), or an output of a linear model of coregionalisation
+        (``gx.LMCPosterior``'s ``marginal(i)``, a sum of such product kernels, one per term;
+        module docstring). A fitted ``gx.make_pipeline(...)`` too: the indices are of
         its encoded columns (one per indicator), by default under the empirical measure of the
         encoded training rows.
     measure : gx.measures.Gaussian, Empirical or Uniform, optional
@@ -131,8 +149,10 @@ def global_sensitivity(
         of its marginal posterior (``posterior.marginal(i)``), all under the same measure
         (by default the Gaussian of the shared training inputs), returned as a
         ``MultiOutputSensitivity``, with the posterior covariance of each index between the
-        outputs (``index_covariance``): exact for an ICM (``_quadratic_moments`` with the two
-        outputs' cross-covariance), zero for independent outputs.
+        outputs (``index_covariance``): exact for an ICM and an LMC (``gx.LMCPosterior``,
+        ``GPRegressor(multi_output="lmc")``: ``_quadratic_moments`` with the two outputs'
+        cross-covariance ``sum_q B^q_ij s2_q kappa_q - U_i K^{-1} U_j^T``), zero for
+        independent outputs.
 
     Returns
     -------
@@ -152,15 +172,17 @@ def global_sensitivity(
     n^3 products are grouped and the pair matrices recomputed per group. An index that the
     data pin down far below the prior's scale has a posterior variance that is a difference
     of prior and data terms; round-off can make it slightly negative, and it is then reported
-    as a standard deviation of 0.
+    as a standard deviation of 0. An LMC output of Q terms costs as one kernel on Q n basis
+    rows, plus Q^3 three-kernel tables.
 
     Raises
     ------
     TypeError
         Not a fitted estimator or posterior; a mixture posterior (indices are not linear in f,
-        so they do not mix); a kernel without the product structure (integrated gradients
-        named as the alternative); a measure that is not Gaussian, Empirical or Uniform,
-        Gaussian with a Matern / RQ factor, or Uniform with a Matern factor;
+        so they do not mix); a kernel (or an LMC term's kernel) without the product
+        structure (integrated gradients named as the alternative); a measure that is not
+        Gaussian, Empirical or Uniform, Gaussian with a Matern / RQ factor, or Uniform with a
+        Matern factor;
         ``output="probability"``.
     ValueError
         ``chunk_size`` not a positive integer; a measure with the wrong number of features,
@@ -391,16 +413,18 @@ def _between_outputs(posterior, index, measure, chunk_size, variances):
     kernels = [kernel for kernel, _ in posterior.coregionalization_terms]
     task_weights = posterior.term_task_weights(index)  # (Q, t, N)
     between_terms = posterior.term_coregionalizations(index)  # (Q, t, t)
-    if chunk_size is None:
+    if chunk_size is None:  # rows of the stacked basis, Q N columns
         nodes = len(gauss_legendre_unit(Z.shape[1])[0])
-        chunk_size = default_chunk_size(len(Z), Z.shape[1], copies_per_point=3 * nodes + 8)
+        chunk_size = default_chunk_size(len(Z) * len(kernels), Z.shape[1],
+                                        copies_per_point=3 * nodes + 8)
     between = variances[:, :, None] * np.eye(len(index))
     with native_threads(len(Z) * len(kernels)):
         for a, b in itertools.combinations(range(len(index)), 2):
             form = _stacked_form(posterior, kernels, between_terms[:, a, b],
                                  task_weights[:, a], task_weights[:, b])
-            covariance = _quadratic_moments(form, measure, chunk_size,
-                                            max(1, min(4096 // len(Z), chunk_size)))[2]
+            covariance = _quadratic_moments(
+                form, measure, chunk_size,
+                max(1, min(4096 // form.terms.n_basis, chunk_size)))[2]
             between[:, a, b] = between[:, b, a] = covariance
     check_finite_result("global_sensitivity", between)
     return between
