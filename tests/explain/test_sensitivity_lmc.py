@@ -3,8 +3,9 @@
 References, none sharing code with ``gpexplain.explain.sensitivity`` or
 ``gpexplain.kernels.product_pairs``:
 
-* the per-feature integrals mixing two or three lengthscales (``PairStructure``) against a
-  150-node Gauss-Hermite rule (1-D and 2-D tensor) of the integrands written here;
+* the per-feature integrals mixing two or three lengthscales (``PairStructure``) against
+  50-digit sums over Hermite or Gauss-Legendre atoms, up to lengthscales 1e4 times the
+  measure's std: ``test_variance_integrals_against_mpmath`` in ``test_sensitivity.py``;
 * the indices of each output's posterior mean (``tests.reference.lmc``: NumPy LMC, explicit
   inverse) by the closed Sobol game on a tensor grid (90 Gauss-Hermite nodes per feature for
   a Gaussian measure, 40 Gauss-Legendre for a box, the atoms of an empirical measure) and
@@ -78,58 +79,6 @@ def _stacked(result):
 
 
 # --- per-feature integrals mixing lengthscales ------------------------------------------------
-
-def _hermite(mean, std, n=150):
-    nodes, weights = np.polynomial.hermite_e.hermegauss(n)
-    return mean + std * nodes, weights / weights.sum()
-
-
-def _se(a, b, lengthscale):
-    return np.exp(-0.5 * np.subtract.outer(a, b) ** 2 / lengthscale**2)
-
-
-def test_pair_integrals_against_gauss_hermite():
-    mean, std, (lq, lp, lr) = 0.3, 0.8, (0.7, 1.3, 1.9)
-    measure = Gaussian([mean], [std])
-    q, p, r = (product_structure(RBF([ls], 1.0), 1) for ls in (lq, lp, lr))
-    a, b = np.array([-1.1, 0.2, 0.9]), np.array([0.5, -0.4])
-    s, w = _hermite(mean, std)
-
-    def centred(ls, points):  # c(s, x) = k(s, x) - E_s k(s, x), (S, len(points))
-        k = _se(s, points, ls)
-        return k - w @ k
-
-    mu_p = w @ _se(s, s, lp)  # mu_p at the nodes
-    mu_q, mu_r = w @ _se(s, s, lq), w @ _se(s, s, lr)
-    C = (centred(lq, a) * w[:, None]).T @ centred(lr, b)
-    lam = (w * (mu_p - w @ mu_p)) @ _se(s, b, lr)
-    G = (centred(lq, a) * w[:, None]).T @ _se(s, s, lp) @ (centred(lr, b) * w[:, None])
-    kc_q = _se(s, s, lq) - mu_q[:, None] - mu_q[None, :] + w @ mu_q
-    kc_r = _se(s, s, lr) - mu_r[:, None] - mu_r[None, :] + w @ mu_r
-    tables = ((w @ mu_q) * (w @ mu_r), w @ ((mu_q - w @ mu_q) * (mu_r - w @ mu_r)),
-              w @ (kc_q * kc_r) @ w)
-    pair = PairStructure(q, r)
-    np.testing.assert_allclose(pair.centred_second_moment(a[:, None], b[:, None], measure)
-                               [..., 0], C, rtol=1e-11, atol=1e-14)
-    np.testing.assert_allclose(PairStructure(p, r).centred_cross_moment(b[:, None], measure)
-                               [:, 0], lam, rtol=1e-11, atol=1e-14)
-    np.testing.assert_allclose(pair.centred_sandwich(a[:, None], b[:, None], measure, p)
-                               [..., 0], G, rtol=1e-10, atol=1e-14)
-    for got, expected in zip(pair.trace_moments(measure), tables, strict=True):
-        np.testing.assert_allclose(got[0], expected, rtol=1e-10, atol=1e-14)
-    # the same integrals over atoms: an empirical measure on the Hermite nodes is not
-    # weighted, so compare the atom path with a weighted-free reference on a small sample
-    atoms = np.array([[-0.9], [0.1], [0.4], [1.3]])
-    sample = Empirical(atoms)
-    ws, ss = np.full(4, 0.25), atoms[:, 0]
-    cq = _se(ss, a, lq) - ws @ _se(ss, a, lq)
-    cr = _se(ss, b, lr) - ws @ _se(ss, b, lr)
-    np.testing.assert_allclose(pair.centred_second_moment(a[:, None], b[:, None], sample)
-                               [..., 0], (cq * ws[:, None]).T @ cr, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(pair.centred_sandwich(a[:, None], b[:, None], sample, p)[..., 0],
-                               (cq * ws[:, None]).T @ _se(ss, ss, lp) @ (cr * ws[:, None]),
-                               rtol=1e-11, atol=1e-15)
-
 
 def test_a_kernel_paired_with_itself_is_its_product_structure():
     # ProductStructure's centred moments are PairStructure(k, k)'s: the single-kernel indices
