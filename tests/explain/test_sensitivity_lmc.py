@@ -152,6 +152,18 @@ def _quadratic_forms(atoms):
     return W
 
 
+def _gaussian_quadratic_moments(W, mean_i, C_ij, mean_j=None, C_ji=None):
+    """For ``F_k(f) = f^T W_k f`` and jointly Gaussian grid values f_i, f_j (means, cross
+    covariance ``C_ij``): ``(E F_k(f_i), Cov(F_k(f_i), F_k(f_j)))`` (Isserlis), each (K,);
+    ``mean_j`` None: the same f, ``C_ij = Cov(f_i)``."""
+    mean_j = mean_i if mean_j is None else mean_j
+    C_ji = C_ij.T if C_ji is None else C_ji
+    expected = np.einsum("kab,ba->k", W, C_ij) + np.einsum("a,kab,b->k", mean_i, W, mean_i)
+    covariance = (2 * np.einsum("kab,bc,kcd,da->k", W, C_ij, W, C_ji)
+                  + 4 * np.einsum("a,kab,bc,kcd,d->k", mean_i, W, C_ij, W, mean_j))
+    return expected, covariance
+
+
 def test_lmc_posterior_moments_and_covariance_between_outputs_exact_on_atoms():
     model = _model(n=16)
     measure = Empirical(np.random.default_rng(4).normal(size=(5, 2)))
@@ -164,15 +176,10 @@ def test_lmc_posterior_moments_and_covariance_between_outputs_exact_on_atoms():
     result = gx.global_sensitivity(_lmc(model), measure, interactions=True)
     for i in range(2):
         _, expected, std = _stacked(result[NAMES[i]])
-        C, mi = blocks[i][i], mean[i]
-        np.testing.assert_allclose(
-            expected, np.einsum("kab,ba->k", W, C) + np.einsum("a,kab,b->k", mi, W, mi),
-            rtol=1e-10)
-        variance = (2 * np.einsum("kab,bc,kcd,da->k", W, C, W, C)
-                    + 4 * np.einsum("a,kab,bc,kcd,d->k", mi, W, C, W, mi))
+        reference, variance = _gaussian_quadratic_moments(W, mean[i], blocks[i][i])
+        np.testing.assert_allclose(expected, reference, rtol=1e-10)
         np.testing.assert_allclose(std, np.sqrt(variance), rtol=1e-10)
-    between = (2 * np.einsum("kab,bc,kcd,da->k", W, blocks[0][1], W, blocks[1][0])
-               + 4 * np.einsum("a,kab,bc,kcd,d->k", mean[0], W, blocks[0][1], W, mean[1]))
+    _, between = _gaussian_quadratic_moments(W, mean[0], blocks[0][1], mean[1], blocks[1][0])
     got = np.concatenate([np.atleast_1d(result.index_covariance(name)[..., 0, 1])
                           for name in INDEX_NAMES])
     np.testing.assert_allclose(got, between[:-1], rtol=1e-9, atol=1e-12 * np.abs(between).max())
@@ -241,3 +248,36 @@ def test_lmc_from_the_regressor():
     assert len(result.output_names) == 1
     np.testing.assert_allclose(result[0].shapley_effects, one.shapley_effects, rtol=1e-12)
     assert result[0].total_variance > 0 and np.all(result[0].total_std > 0)
+
+
+def test_lmc_with_a_gpytorch_matern_rq_term_exact_on_atoms():
+    # Terms of different kinds (an ARD RBF and a GPyTorch product of a Matern 3/2 and an RQ
+    # factor, one feature each) under an empirical measure: the indices of each output's mean
+    # on the grid of the atoms, and their posterior expectation and std as exact quadratic
+    # forms of the output's posterior on that grid (the marginal's own predictions: the
+    # function whose indices are taken, not the sensitivity code).
+    import gpytorch.kernels as gk
+    import torch
+
+    matern = gk.MaternKernel(nu=1.5, active_dims=torch.tensor([0]))
+    matern.lengthscale = torch.tensor(0.9)
+    rq = gk.RQKernel(active_dims=torch.tensor([1]))
+    rq.lengthscale, rq.alpha = torch.tensor(1.2), torch.tensor(0.8)
+    second = gx.kernels.GPyTorchKernel(gk.ScaleKernel(gk.ProductKernel(matern, rq)).double())
+    model = _model(n=16)
+    posterior = gx.LMCPosterior(model.X, model.tasks, model.y,
+                                [RBF(model.lengthscales[0], 1.0), second], model.matrices,
+                                model.noise, mean=model.means, output_names=NAMES)
+    measure = Empirical(np.random.default_rng(6).normal(size=(5, 2)))
+    atoms = brute.empirical_atoms(measure.points)
+    grid, shape = brute.tensor_grid(atoms)
+    W = _quadratic_forms(atoms)
+    result = gx.global_sensitivity(posterior, measure, interactions=True)
+    for i, name in enumerate(NAMES):
+        mean, C = posterior.marginal(i).predict(grid, return_cov=True)
+        of_mean, expected, std = _stacked(result[name])
+        reference = _grid_indices(mean.reshape(shape), atoms)
+        np.testing.assert_allclose(of_mean, reference, rtol=0, atol=1e-12 * reference[0])
+        reference, variance = _gaussian_quadratic_moments(W, mean, C)
+        np.testing.assert_allclose(expected, reference, rtol=1e-9)
+        np.testing.assert_allclose(std, np.sqrt(variance), rtol=1e-9)
