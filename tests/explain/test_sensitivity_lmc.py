@@ -127,6 +127,7 @@ def test_lmc_indices_of_the_mean_against_tensor_grid(kind):
     result = gx.global_sensitivity(_lmc(model), measure, interactions=True)
     assert isinstance(result, gx.MultiOutputSensitivity)
     assert result.output_names == NAMES
+    assert "LMC output, 2 product-kernel terms" in result[NAMES[0]].method
     grid, shape = brute.tensor_grid(atoms)
     means = _reference_means(model, grid)
     for output in range(2):

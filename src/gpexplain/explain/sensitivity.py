@@ -269,8 +269,10 @@ def global_sensitivity(
         feature_names=list(posterior.feature_names),
         **pairs,
         method=(
-            "Sobol indices and Shapley effects (product kernel, "
-            f"{type(measure).__name__.lower()} measure)"
+            "Sobol indices and Shapley effects ("
+            + ("product kernel" if len(form.terms.structures) == 1 else
+               f"LMC output, {len(form.terms.structures)} product-kernel terms")
+            + f", {type(measure).__name__.lower()} measure)"
             + ("" if latent is None else f" of the {latent}")
         ),
     )
