@@ -224,9 +224,9 @@ def global_sensitivity(
             "Use a model with one posterior (gx.GPRegressor, gx.SparseGPRegressor, or "
             "gx.RandomFeatureGPRegressor(n_models=1))."
         )
-    n_basis, n_features = posterior.train_inputs.shape
+    n_features = posterior.train_inputs.shape[1]
     form = _term_form(posterior)
-    n_basis = form.terms.n_basis
+    n_basis = form.terms.n_basis  # rows of the stacked basis: Q n for an LMC output
     if measure is None:
         measure = _training_measure(posterior.data_inputs)
     check_measure(measure)
@@ -471,8 +471,7 @@ def _second_order(form, measure):
     data_weight = np.outer(alpha, alpha) - Q
     mu = terms.embedding(measure)
     B = mu[:, None, :] * mu[None, :, :]
-    everything = [(slice(q * len(terms.Z), (q + 1) * len(terms.Z)), q, slice(0, len(terms.Z)))
-                  for q in range(len(terms.structures))]
+    everything = list(terms.blocks(len(terms.Z)))  # one block per term
     C = np.concatenate([terms.centred_second_moment(q, rows, measure)
                         for _, q, rows in everything])
     prior = _pairwise((b, (M, Cd)) for b, M, Cd in terms.priors(measure))
