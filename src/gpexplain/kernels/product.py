@@ -29,6 +29,11 @@ a composite Gauss-Legendre rule fine enough for the feature's SE and RQ factors 
 are weighted atoms per feature (``_rules``); centred quantities are summed from differences
 to a central atom (``centred_sections``), so they keep their digits when the lengthscale is far
 longer than the box.
+
+The centred moments (``centred_second_moment``, ``centred_cross_moment``, ``centred_sandwich``,
+``trace_moments``) are computed as those of the kernel paired with itself,
+``gpexplain.kernels.product_pairs.PairStructure(k, k)``, whose formulas also mix the different
+lengthscales of two or three kernels (the terms of a linear model of coregionalisation).
 """
 
 from __future__ import annotations
@@ -216,7 +221,6 @@ class ProductStructure:
         """
         return PairStructure(self, self).centred_second_moment(X1, X2, measure)
 
-
     def centred_double_embedding(self, measure) -> np.ndarray:
         """``1 - double_embedding`` (the prior variance of a centred factor, k_j(s, s) = 1)
         without the cancellation: Gaussian ``-expm1(-log1p(2 D / L) / 2)``."""
@@ -242,7 +246,6 @@ class ProductStructure:
         """
         return PairStructure(self, self).centred_cross_moment(X, measure)
 
-
     def centred_sandwich(self, X1: np.ndarray, X2: np.ndarray, measure) -> np.ndarray:
         """``G[a, b, j] = E_{s, s'}[c_j(s, X1[a, j]) k_j(s, s') c_j(s', X2[b, j])]`` with the
         centred sections ``c_j(s, a) = k_j(s, a) - mu_j(a)`` and ``s, s' ~ p_j`` independent,
@@ -263,7 +266,6 @@ class ProductStructure:
         """
         return PairStructure(self, self).centred_sandwich(X1, X2, measure)
 
-
     def trace_moments(self, measure) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(T_PP, T_PE, T_EE)``, each (n_features,): ``T(A, B) = int A(s1, s2) k_j(s2, s3)
         B(s3, s4) k_j(s4, s1)`` for the independent pair measure P and the centred ``E = D -
@@ -275,7 +277,6 @@ class ProductStructure:
         (L + 4 D))) / 2`` (both O((D / L)^2), so no digits are lost for wide lengthscales).
         """
         return PairStructure(self, self).trace_moments(measure)
-
 
     def _doubly_centred_gram(self, j, atoms, weights) -> np.ndarray:
         """``kc(s, t) = k_j(s, t) - mu_j(s) - mu_j(t) + M_j`` over the atoms, (m, m), from the
