@@ -354,16 +354,27 @@ def test_report_command_reads_a_sensitivity_output(taipei_csv, tmp_path):
         refused.stderr)
 
 
-def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):
-    out = _sensitivity(taipei_csv, tmp_path / "icm", "--target", PRICE, "--target", STORES,
-                       "--multi-output", "icm")
+@pytest.mark.parametrize(("form", "options", "settings"), [
+    ("icm", [], {}),
+    # an LMC of two terms: each target's marginal is a sum of two product kernels
+    ("lmc", ["--n-components", "2"], {"n_components": 2}),
+])
+def test_sensitivity_of_a_coregionalised_model_is_that_of_each_marginal(
+        form, options, settings, taipei_csv, tmp_path):
+    out = _sensitivity(taipei_csv, tmp_path / form, "--target", PRICE, "--target", STORES,
+                       "--multi-output", form, *options)
     table = pd.read_csv(out / "sensitivity.csv")
     frame = pd.read_csv(taipei_csv)
-    model = gx.GPRegressor(multi_output="icm").fit(frame[FEATURES], frame[[PRICE, STORES]])
+    model = gx.GPRegressor(multi_output=form, **settings).fit(frame[FEATURES],
+                                                             frame[[PRICE, STORES]])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["cross_output"]["independent"] is False
-    assert summary["hyperparameters"]["coregionalization"][PRICE][STORES] == pytest.approx(
-        model.coregionalization_[0, 1], rel=1e-6)
+    assert summary["multi_output"] == form
+    if form == "icm":
+        assert summary["hyperparameters"]["coregionalization"][PRICE][STORES] == (
+            pytest.approx(model.coregionalization_[0, 1], rel=1e-6))
+    else:
+        assert len(summary["hyperparameters"]["terms"]) == 2
     for j, target in enumerate((PRICE, STORES)):
         # the marginal of target j, under the Gaussian measure of the training columns
         expected = gx.global_sensitivity(model.posterior_.marginal(j))
@@ -376,10 +387,12 @@ def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):
     # the indices' covariance between the two targets, as the API gives it
     between = pd.read_csv(out / "index_correlations.csv")
     assert "index_correlations.csv" in summary["cross_output"]["note"]
-    reference = gx.global_sensitivity(model).index_covariance("total")[:, 0, 1]
-    totals = between[between["index"] == "total"]
-    assert list(totals["feature"]) == FEATURES and set(totals["output_a"]) == {PRICE}
-    np.testing.assert_allclose(totals["covariance"], reference, rtol=1e-5)
+    api = gx.global_sensitivity(model)
+    for index in ("total", "shapley_effects"):
+        rows = between[between["index"] == index]
+        assert list(rows["feature"]) == FEATURES and set(rows["output_a"]) == {PRICE}
+        np.testing.assert_allclose(rows["covariance"], api.index_covariance(index)[:, 0, 1],
+                                   rtol=1e-5)
     assert np.all(np.abs(between["correlation"]) <= 1.0)
 
 
@@ -400,8 +413,8 @@ def test_sensitivity_of_an_icm_is_that_of_each_marginal(taipei_csv, tmp_path):
          ["--rank 3 is above the number of --target columns, 2"]),
         (["--target", PRICE, "--target", STORES, "--rank", "2"],
          ["--rank applies to --multi-output icm"]),
-        (["--target", PRICE, "--target", STORES, "--multi-output", "lmc"],
-         ["--multi-output lmc has no sensitivity analysis yet"]),
+        (["--target", PRICE, "--target", STORES, "--n-components", "2"],
+         ["--n-components applies to --multi-output lmc"]),
     ],
 )
 def test_sensitivity_refusals_are_one_line_with_exit_code_2(options, fragments, taipei_csv,

@@ -48,6 +48,7 @@ LAYERS = {
     "gpexplain.point_covariance": 3,
     # kernels
     "gpexplain.kernels": 4,
+    "gpexplain.kernels.product_pairs": 4,  # integrals mixing two product kernels (LMC Sobol)
     # likelihoods, links
     "gpexplain.likelihoods": 5,
     "gpexplain.links": 5,

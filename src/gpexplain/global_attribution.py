@@ -313,7 +313,7 @@ class MultiOutputSensitivity(_PerOutput):
     covariance between outputs (the indices of the posterior mean are fixed numbers; the
     covariance is that of the indices of the random function f over the joint posterior of
     all outputs) is ``index_covariance``: zero between independent outputs, exact for an
-    intrinsic coregionalisation model.
+    intrinsic coregionalisation model (ICM) and a linear model of coregionalisation (LMC).
 
     Attributes
     ----------
@@ -327,7 +327,7 @@ class MultiOutputSensitivity(_PerOutput):
         Posterior covariance of each index between the outputs: ``"total_variance"`` (t, t),
         ``"first_order"``, ``"total"``, ``"shapley_effects"`` (d, t, t), in squared variance
         units (units of y to the fourth). None where it is not computed (a multi-output form
-        other than the ICM with dependent outputs); for independent outputs it holds the
+        other than the ICM or LMC with dependent outputs); for independent outputs it holds the
         variances on the diagonal and zeros elsewhere. Read it with ``index_covariance``.
     """
 
@@ -361,7 +361,7 @@ class MultiOutputSensitivity(_PerOutput):
         if self.between_outputs is None:
             raise ValueError(
                 "the covariance of indices between outputs was not computed for this model "
-                "(it is exact for independent outputs and for the ICM only)."
+                "(it is exact for independent outputs and for the ICM and LMC only)."
             )
         return self.between_outputs[index]
 

@@ -100,12 +100,7 @@ def test_explanations_of_an_output_are_those_of_its_marginal(name):
     Xq = queries(posterior)[:3]
     baseline = posterior.data_inputs.mean(0)
     joint = gx.integrated_gradients(posterior, Xq, baseline=baseline)
-    lmc = isinstance(posterior, gx.LMCPosterior)
-    if lmc:  # not built for the LMC's term form: refused by name (issue 24)
-        with pytest.raises(TypeError, match="linear model of coregionalisation"):
-            gx.global_sensitivity(posterior)
-    else:
-        sensitivity = gx.global_sensitivity(posterior)
+    sensitivity = gx.global_sensitivity(posterior)
     measure = gx.measures.Gaussian(posterior.data_inputs.mean(0), posterior.data_inputs.std(0))
     for i, output in enumerate(posterior.output_names):
         alone = gx.integrated_gradients(posterior.marginal(i), Xq, baseline=baseline)
@@ -113,8 +108,6 @@ def test_explanations_of_an_output_are_those_of_its_marginal(name):
                                    atol=1e-10 * np.abs(alone.mean).max())
         np.testing.assert_allclose(joint.output_cov(i, i), alone.cov, rtol=0,
                                    atol=1e-10 * np.abs(alone.cov).max())
-        if lmc:
-            continue
         single = gx.global_sensitivity(posterior.marginal(i), measure)
         np.testing.assert_allclose(sensitivity[output].shapley_effects, single.shapley_effects,
                                    rtol=1e-10, atol=1e-14)

@@ -319,8 +319,14 @@ def test_what_the_term_form_cannot_give_is_refused_by_name(lmc):
     marginal = posterior.marginal(0)
     with pytest.raises(TypeError, match=works):  # GPX weights need a locally linear kernel
         LocalLinearWeight(3, "contributions").bind(marginal.kernel, marginal.train_inputs)
-    with pytest.raises(TypeError, match="linear model of coregionalisation"):
-        gx.global_sensitivity(posterior)
+    import gpytorch  # a Matern over three features jointly: no product of one-feature factors
+
+    matern = gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=3).double()
+    mixed = gx.LMCPosterior(model.X, model.tasks, model.y,
+                            [gx.kernels.RBF(model.lengthscales[0], 1.0), matern],
+                            model.matrices, model.noise, mean=model.means)
+    with pytest.raises(TypeError, match="Sobol indices of every term need a product kernel"):
+        gx.global_sensitivity(mixed)
     with pytest.raises(TypeError, match="use gx.explain_variance\\(..., method='ig'\\)"):
         gx.explain_variance(posterior.marginal(0), Xq, method="shapley")  # not a product kernel
 

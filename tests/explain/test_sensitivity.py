@@ -244,42 +244,61 @@ def test_posterior_moments_against_sample_paths(case):
     np.testing.assert_array_equal(expected[~live], 0.0)
 
 
-@pytest.mark.parametrize(("kind", "ratio"), [("gaussian", 0.7), ("gaussian", 1.0),
-                                             ("gaussian", 1e2), ("gaussian", 1e4),
-                                             ("uniform", 0.3), ("uniform", 1.0),
-                                             ("uniform", 1e3)])
-def test_variance_integrals_against_mpmath(kind, ratio):
-    # The per-feature pieces of the posterior variance (the three-kernel matrix G, the
-    # cross moment lam, the trace table T) for an SE factor under a Gaussian (against
-    # 50-digit atom sums over an 80-node Hermite rule) or uniform measure on [mean - std,
-    # mean + std] (a 96-node Gauss-Legendre rule), from l / std = 0.3 to 1e4 (where the
-    # terms of every centred combination agree to ~8 digits and a float64 subtraction
-    # would keep none).
+_MIXES = {"one-kernel": (1.0, 1.0, 1.0), "three-lengthscales": (1.0, 1.7, 0.8)}
+_INTEGRAL_CASES = [
+    pytest.param(kind, ratio, mix, id=f"{kind}-{ratio}-{name}")
+    for name, mix in _MIXES.items()
+    for kind, ratio in [("gaussian", 0.7), ("gaussian", 1.0), ("gaussian", 1e2),
+                        ("gaussian", 1e4), ("uniform", 0.3), ("uniform", 1.0), ("uniform", 1e3)]
+    # the reference's 80-node Hermite rule is converged for l / std above ~0.7
+    if kind == "uniform" or ratio * min(mix) >= 0.7
+]
+
+
+@pytest.mark.parametrize(("kind", "ratio", "mix"), _INTEGRAL_CASES)
+def test_variance_integrals_against_mpmath(kind, ratio, mix):
+    # The per-feature pieces of the posterior variance (the pair matrix C, the three-kernel
+    # matrix G, the cross moment lam, the trace table T) for SE factors under a Gaussian
+    # (against 50-digit atom sums over an 80-node Hermite rule, converged for l / std above
+    # ~0.7) or uniform measure on [mean - std, mean + std] (a 96-node Gauss-Legendre rule),
+    # from l / std = 0.3 to 1.7e4 (where the terms of every centred combination agree to ~8
+    # digits and a float64 subtraction would keep none). One kernel (ProductStructure), or
+    # three lengthscales mixed as in a linear model of coregionalisation (PairStructure of
+    # left q and right r, middle p: ``mix`` scales the lengthscale of each).
     from gpexplain.kernels.product import product_structure
+    from gpexplain.kernels.product_pairs import PairStructure
     from tests.reference.sobol_moments_mpmath import (
-        feature_integrals,
+        feature_pair_integrals,
         legendre_rule,
-        rule_integrals,
+        pair_integrals,
     )
 
     mean, std, points = 0.3, 1.7, np.array([-2.0, 0.1, 1.9, 4.0])
-    lengthscale = ratio * std
-    structure = product_structure(RBF(np.array([lengthscale]), 1.0), 1)
+    lengthscales = tuple(scale * ratio * std for scale in mix)
+    q, p, r = (product_structure(RBF(np.array([ls]), 1.0), 1) for ls in lengthscales)
     if kind == "gaussian":
         measure = Gaussian(np.array([mean]), np.array([std]))
-        lam, G, tables = feature_integrals(points, mean, std, lengthscale)
+        C, lam, G, tables = feature_pair_integrals(points, mean, std, lengthscales)
     else:
         measure = Uniform(np.array([mean - std]), np.array([mean + std]))
-        lam, G, tables = rule_integrals(points, *legendre_rule(mean - std, mean + std),
-                                        lengthscale)
-    lam, G = np.array(lam, dtype=float), np.array(G, dtype=float)
-    got_lam = structure.centred_cross_moment(points[:, None], measure)[:, 0]
-    got_G = structure.centred_sandwich(points[:, None], points[:, None], measure)[..., 0]
-    # relative to the largest entry: lam(a) and G(a, b) change sign as a and b move
-    np.testing.assert_allclose(got_lam, lam, rtol=0, atol=1e-12 * np.abs(lam).max())
-    np.testing.assert_allclose(got_G, G, rtol=0, atol=1e-12 * np.abs(G).max())
-    for got, reference in zip(structure.trace_moments(measure), tables, strict=True):
-        assert abs(got[0] - float(reference)) <= 1e-12 * float(reference)
+        C, lam, G, tables = pair_integrals(points, *legendre_rule(mean - std, mean + std),
+                                           lengthscales)
+    at = points[:, None]
+    if mix[0] == mix[1] == mix[2]:  # one kernel: its own methods
+        got = (q.centred_second_moment(at, at, measure), q.centred_cross_moment(at, measure),
+               q.centred_sandwich(at, at, measure), q.trace_moments(measure))
+    else:
+        pair = PairStructure(q, r)
+        got = (pair.centred_second_moment(at, at, measure),
+               PairStructure(p, r).centred_cross_moment(at, measure),
+               pair.centred_sandwich(at, at, measure, p), pair.trace_moments(measure))
+    # relative to the largest entry: C, lam(a) and G(a, b) change sign as a and b move
+    for value, reference in zip(got[:3], (C, lam, G), strict=True):
+        reference = np.array(reference, dtype=float)
+        np.testing.assert_allclose(value[..., 0], reference, rtol=0,
+                                   atol=1e-12 * np.abs(reference).max())
+    for value, reference in zip(got[3], tables, strict=True):
+        assert abs(value[0] - float(reference)) <= 1e-12 * abs(float(reference))
 
 
 def test_one_feature_stds_agree():

@@ -1,18 +1,19 @@
 """High-precision per-feature integrals of the posterior variance of Sobol indices (mpmath).
 
-For one feature with a squared-exponential correlation ``k(a, b) = exp(-(a - b)^2 / (2 l^2))``
-and a Gaussian measure ``p = N(mean, std^2)`` or a uniform one on [low, high], straight from the
-definitions (no closed form from ``gpexplain.kernels.product``): the measure is replaced by a
-Gauss-Hermite rule computed at the working precision (Newton on the probabilists' Hermite
-recurrence, seeded by NumPy's nodes), or by mpmath's Gauss-Legendre rule, and every centred
-quantity is an explicit sum over its atoms at that precision, so the
-subtractions that cancel in float64 for wide lengthscales are harmless here:
+For one feature with squared-exponential correlations ``k_l(a, b) = exp(-(a - b)^2 / (2 l^2))``
+of up to three lengthscales (left q, middle p, right r; one kernel: all equal) and a Gaussian
+measure ``p = N(mean, std^2)`` or a uniform one on [low, high], straight from the definitions
+(no closed form from ``gpexplain.kernels``): the measure is replaced by a Gauss-Hermite rule
+computed at the working precision (Newton on the probabilists' Hermite recurrence, seeded by
+NumPy's nodes), or by mpmath's Gauss-Legendre rule, and every centred quantity is an explicit
+sum over its atoms at that precision, so the subtractions that cancel in float64 for wide
+lengthscales are harmless here (c: centred sections ``k(s, a) - mu(a)``):
 
-* ``mu(a) = E_s k(a, s)``, ``M = E_{s, s'} k(s, s')``;
-* ``lam(a) = E_s[(k(s, a) - mu(a)) mu(s)]``;
-* ``G(a, b) = E_{s, s'}[(k(s, a) - mu(a)) k(s, s') (k(s', b) - mu(b))]``;
-* ``T_PP = M^2``, ``T_PE = E_s (mu(s) - M)^2``, ``T_EE = E_{s, s'} kc(s, s')^2`` with
-  ``kc(s, s') = k(s, s') - mu(s) - mu(s') + M``.
+* ``C(a, b) = E_s c_q(s, a) c_r(s, b)``;
+* ``lam(a) = E_s[c_r(s, a) mu_p(s)]``;
+* ``G(a, b) = E_{s, s'}[c_q(s, a) k_p(s, s') c_r(s', b)]``;
+* ``T_PP = M_q M_r``, ``T_PE = E_s (mu_q(s) - M_q) (mu_r(s) - M_r)``, ``T_EE = E_{s, s'}
+  kc_q(s, s') kc_r(s, s')`` with ``kc(s, s') = k(s, s') - mu(s) - mu(s') + M``.
 
 The rule's error is checked by the caller against a rule with more nodes.
 """
@@ -59,41 +60,51 @@ def legendre_rule(low, high, degree: int = 6, dps: int = 50):
         return [a + (b - a) * (x + 1) / 2 for x, _ in rule], [w / 2 for _, w in rule]
 
 
-def feature_integrals(points, mean, std, lengthscale, n_nodes=80, dps=50):
-    """``(lam (n,), G (n, n), (T_PP, T_PE, T_EE))`` as mpf values, for float ``points``, under
-    N(mean, std^2) (the Hermite rule above)."""
+def feature_pair_integrals(points, mean, std, lengthscales, n_nodes=80, dps=50):
+    """``pair_integrals`` under N(mean, std^2) (the Hermite rule above)."""
     with mp.workdps(dps):
         unit, weights = hermite_rule(n_nodes, dps)
         atoms = [mpf(mean) + mpf(std) * x for x in unit]
-        return rule_integrals(points, atoms, weights, lengthscale, dps)
+        return pair_integrals(points, atoms, weights, lengthscales, dps)
 
 
-def rule_integrals(points, atoms, weights, lengthscale, dps=50):
-    """``(lam (n,), G (n, n), (T_PP, T_PE, T_EE))`` as mpf values under the measure given by
-    mpf ``atoms`` and ``weights`` (summing to 1)."""
+def pair_integrals(points, atoms, weights, lengthscales, dps=50):
+    """Three SE kernels ``k_q, k_p, k_r`` (``lengthscales = (l_q, l_p, l_r)``) mixed, as mpf
+    values under the atoms: ``C (n, n) = E_s c_q(s, a) c_r(s, b)``, ``lam (n,) = E_s c_r(s,
+    a) mu_p(s)``, ``G (n, n) = E_{s, s'} c_q(s, a) k_p(s, s') c_r(s', b)`` and ``(M_q M_r,
+    E_s (mu_q - M_q)(mu_r - M_r), E kc_q kc_r)`` (c: centred sections, kc: doubly centred)."""
     with mp.workdps(dps):
-        ell2 = mpf(lengthscale) ** 2
-
-        def k(a, b):
-            return mp.exp(-((a - b) ** 2) / (2 * ell2))
+        def kernel(lengthscale):
+            ell2 = mpf(lengthscale) ** 2
+            return lambda a, b: mp.exp(-((a - b) ** 2) / (2 * ell2))
 
         def expect(values):
             return sum(w * v for w, v in zip(weights, values, strict=True))
 
         zs = [mpf(float(z)) for z in points]
-        gram = [[k(s, t) for t in atoms] for s in atoms]
-        mu_atoms = [expect(row) for row in gram]
-        M = expect(mu_atoms)
-        sections = [[k(s, z) for s in atoms] for z in zs]
-        mus = [expect(row) for row in sections]
-        centred = [[v - m for v in row] for row, m in zip(sections, mus, strict=True)]
-        lam = [expect([c * m for c, m in zip(row, mu_atoms, strict=True)]) for row in centred]
-        # E_{s'} k(s, s') c(s', b), per b and s
+        k_q, k_p, k_r = (kernel(ls) for ls in lengthscales)
+
+        def pieces(k):  # gram, mu at the atoms, M, centred sections (per point, per atom)
+            gram = [[k(s, t) for t in atoms] for s in atoms]
+            mu_atoms = [expect(row) for row in gram]
+            sections = [[k(s, z) for s in atoms] for z in zs]
+            centred = [[v - expect(row) for v in row] for row in sections]
+            return gram, mu_atoms, expect(mu_atoms), centred
+
+        gram_q, mu_q, M_q, centred_q = pieces(k_q)
+        gram_p, mu_p, _, _ = pieces(k_p)
+        gram_r, mu_r, M_r, centred_r = pieces(k_r)
+        C = [[expect([c * v for c, v in zip(left, right, strict=True)]) for right in centred_r]
+             for left in centred_q]
+        lam = [expect([c * m for c, m in zip(row, mu_p, strict=True)]) for row in centred_r]
+        # E_{s'} k_p(s, s') c_r(s', b), per b and s
         smoothed = [[expect([g * c for g, c in zip(gram_row, row, strict=True)])
-                     for gram_row in gram] for row in centred]
+                     for gram_row in gram_p] for row in centred_r]
         G = [[expect([c * v for c, v in zip(left, right, strict=True)]) for right in smoothed]
-             for left in centred]
-        T_PE = expect([(m - M) ** 2 for m in mu_atoms])
-        T_EE = expect([expect([(gram[i][j] - mu_atoms[i] - mu_atoms[j] + M) ** 2
-                               for j in range(len(atoms))]) for i in range(len(atoms))])
-        return lam, G, (M * M, T_PE, T_EE)
+             for left in centred_q]
+        T_PE = expect([(a - M_q) * (b - M_r) for a, b in zip(mu_q, mu_r, strict=True)])
+        n = len(atoms)
+        T_EE = expect([expect([(gram_q[i][j] - mu_q[i] - mu_q[j] + M_q)
+                               * (gram_r[i][j] - mu_r[i] - mu_r[j] + M_r)
+                               for j in range(n)]) for i in range(n)])
+        return C, lam, G, (M_q * M_r, T_PE, T_EE)

@@ -88,8 +88,8 @@ MultiOutputOption = Annotated[
         help=f"Several --target columns: {MULTI_OUTPUT_CHOICES[0]} (one GP per target), icm "
         "(one intrinsic coregionalisation model of all of them, --kernel ard; explain writes "
         "the correlation of different targets' attributions to output_correlations.csv) or "
-        "lmc (a linear model of coregionalisation: two such terms, each with its own "
-        "lengthscales; no sensitivity command yet).",
+        "lmc (a linear model of coregionalisation: --n-components such terms, each with its "
+        "own lengthscales).",
     ),
 ]
 NComponentsOption = Annotated[

@@ -87,6 +87,7 @@ def command(
         "posterior expectation and std, in interactions.csv.")] = False,
     multi_output: options.MultiOutputOption = MULTI_OUTPUT_CHOICES[0],
     rank: options.RankOption = None,
+    n_components: options.NComponentsOption = None,
     report: Annotated[bool, typer.Option(
         "--report", help="Also write report.html (see gpexplain report): the indices of "
         "each target with their figure.")] = False,
@@ -105,16 +106,12 @@ def command(
                 f"{' or '.join(PRODUCT_KERNELS)} (product kernels)"
             )
         choice = check_choice("exact", kernel, "auto", seed, None, multi_output=multi_output,
-                              rank=rank)
+                              rank=rank, n_components=n_components)
         selected, column, dropped = reading.select(frame, given, drop, missing)
         columns = [column] if isinstance(column, str) else column
         for name in columns:
             _refuse_class_labels(selected[name])
         check_targets(choice, len(columns))
-        if choice.multi_output == "lmc":  # gx.global_sensitivity refuses its term form
-            raise ValueError("--multi-output lmc has no sensitivity analysis yet (the Sobol "
-                             "indices of a sum of coregionalised terms are not built); use "
-                             "--multi-output icm or independent, or gpexplain explain")
         task = "multi-output" if len(columns) > 1 else "regression"
         handler = TASKS.get(task)
         handler.check(choice, (None, None))

@@ -48,12 +48,28 @@ kappa(., Z)`` (the pair matrices above). Shapley effects need the double integra
 for G and, for ``tr(H Q H Q)``, one n x n by n x n product per index, 2 (1 + 3 d) n^3 flops
 in all (500 points and 32 features, pumadyn-32nm in ``benchmarks/gp_sensitivity_speed.py``:
 12 s of CPU on one core).
+
+Sums of product kernels: the outputs of a linear model of coregionalisation (LMC, issue 24).
+Output i of ``k((x, i), (x', j)) = sum_q B^q_ij s2_q kappa_q(x, x')`` has the posterior mean
+``m_i = m0_i + sum_q s2_q kappa_q(., Z) (B^q[i, tasks] * a)`` and covariance ``c_i = sum_q
+B^q_ii s2_q kappa_q - U_i K^{-1} U_i^T``, ``U_i = sum_q B^q[i, tasks] s2_q kappa_q(., Z)``: one
+function on the stacked basis of rows (q, n) (``gpexplain.kernels.product_pairs.ProductTerms``)
+with coefficients ``s2_q B^q[i, tasks] a``, data form ``R`` (``K^{-1}`` between the stacked
+weights) and a prior that is a weighted sum of the terms' kernels. Every formula above holds
+on that basis with the per-feature tables summed over the terms they mix: the pair matrices
+H over (q, r) blocks (``PairStructure(kappa_q, kappa_r)``: the same Gaussian integrals with
+two lengthscales), the prior term of the expectation over q with weight ``b_q = B^q_ii s2_q``,
+the trace T over pairs (q, r) with ``b_q b_r`` and the three-kernel G over the middle term p
+with ``b_p``. One kernel is the case Q = 1, ``b = 1`` (its variance kept as s2), and the
+covariance of an index between outputs i and j of an ICM or LMC is the two-function case
+(``b_q = B^q_ij s2_q``). Cost: Q^2 pair tables and Q^3 three-kernel tables; the n x n
+products become (Q n) x (Q n).
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -67,14 +83,15 @@ from gpexplain.functionals.product_shapley import (
     multilinear_shapley,
     not_product_message,
 )
-from gpexplain.functionals.terms import CoregionalTerms, not_built_message
+from gpexplain.functionals.terms import CoregionalTerms, sum_terms
 from gpexplain.global_attribution import GlobalSensitivity, MultiOutputSensitivity
 from gpexplain.kernels.measures import Gaussian, check_measure
 from gpexplain.kernels.product import product_structure
+from gpexplain.kernels.product_pairs import ProductTerms
 from gpexplain.parallel import _MEMORY_BUDGET_BYTES, default_chunk_size
 from gpexplain.posterior.linked import latent_posterior
 from gpexplain.posterior.mixture import MixturePosterior
-from gpexplain.posterior.multi_output import CoregionalizedPosterior, MultiOutputPosterior
+from gpexplain.posterior.multi_output import MultiOutputPosterior, TaskAugmentedPosterior
 
 __all__ = ["global_sensitivity"]
 
@@ -100,7 +117,9 @@ def global_sensitivity(
     ----------
     model_or_posterior : fitted estimator or ``Posterior`` with a product kernel (ARD squared
         exponential, GPyTorch products of one-dimensional RBF / Matern / RQ kernels), or a
-        classifier (see above). A fitted ``gx.make_pipeline(...)`` too: the indices are of
+        classifier (see above), or an output of a linear model of coregionalisation
+        (``gx.LMCPosterior``'s ``marginal(i)``, a sum of such product kernels, one per term;
+        module docstring). A fitted ``gx.make_pipeline(...)`` too: the indices are of
         its encoded columns (one per indicator), by default under the empirical measure of the
         encoded training rows.
     measure : gx.measures.Gaussian, Empirical or Uniform, optional
@@ -130,8 +149,10 @@ def global_sensitivity(
         of its marginal posterior (``posterior.marginal(i)``), all under the same measure
         (by default the Gaussian of the shared training inputs), returned as a
         ``MultiOutputSensitivity``, with the posterior covariance of each index between the
-        outputs (``index_covariance``): exact for an ICM (``_quadratic_moments`` with the two
-        outputs' cross-covariance), zero for independent outputs.
+        outputs (``index_covariance``): exact for an ICM and an LMC (``gx.LMCPosterior``,
+        ``GPRegressor(multi_output="lmc")``: ``_quadratic_moments`` with the two outputs'
+        cross-covariance ``sum_q B^q_ij s2_q kappa_q - U_i K^{-1} U_j^T``), zero for
+        independent outputs.
 
     Returns
     -------
@@ -151,15 +172,17 @@ def global_sensitivity(
     n^3 products are grouped and the pair matrices recomputed per group. An index that the
     data pin down far below the prior's scale has a posterior variance that is a difference
     of prior and data terms; round-off can make it slightly negative, and it is then reported
-    as a standard deviation of 0.
+    as a standard deviation of 0. An LMC output of Q terms costs as one kernel on Q n basis
+    rows, plus Q^3 three-kernel tables.
 
     Raises
     ------
     TypeError
         Not a fitted estimator or posterior; a mixture posterior (indices are not linear in f,
-        so they do not mix); a kernel without the product structure (integrated gradients
-        named as the alternative); a measure that is not Gaussian, Empirical or Uniform,
-        Gaussian with a Matern / RQ factor, or Uniform with a Matern factor;
+        so they do not mix); a kernel (or an LMC term's kernel) without the product
+        structure (integrated gradients named as the alternative); a measure that is not
+        Gaussian, Empirical or Uniform, Gaussian with a Matern / RQ factor, or Uniform with a
+        Matern factor;
         ``output="probability"``.
     ValueError
         ``chunk_size`` not a positive integer; a measure with the wrong number of features,
@@ -201,12 +224,9 @@ def global_sensitivity(
             "Use a model with one posterior (gx.GPRegressor, gx.SparseGPRegressor, or "
             "gx.RandomFeatureGPRegressor(n_models=1))."
         )
-    n_basis, n_features = posterior.train_inputs.shape
-    if isinstance(posterior.kernel, CoregionalTerms):  # quadratic forms of a sum of terms
-        raise TypeError(not_built_message("global_sensitivity"))
-    structure = product_structure(posterior.kernel, n_features)
-    if structure is None:
-        raise TypeError(not_product_message(posterior.kernel, "global Sobol indices"))
+    n_features = posterior.train_inputs.shape[1]
+    form = _term_form(posterior)
+    n_basis = form.terms.n_basis  # rows of the stacked basis: Q n for an LMC output
     if measure is None:
         measure = _training_measure(posterior.data_inputs)
     check_measure(measure)
@@ -221,16 +241,15 @@ def global_sensitivity(
         chunk_size = default_chunk_size(n_basis, n_features, copies_per_point=3 * nodes + 8)
     else:
         sandwich_rows = min(sandwich_rows, chunk_size)
-    with native_threads(len(posterior.train_inputs)):
-        of_mean, expected, std = _moments(posterior, structure, measure, chunk_size,
-                                          sandwich_rows)
+    with native_threads(n_basis):
+        of_mean, expected, std = _moments(form, measure, chunk_size, sandwich_rows)
     check_finite_result("global_sensitivity", of_mean, expected, std)
     pairs = {}
     if not isinstance(interactions, bool | np.bool_):
         raise TypeError(f"interactions must be True or False, got {interactions!r}.")
     if interactions:
         pairs = dict(zip(("second_order", "expected_second_order", "second_order_std"),
-                         _second_order(posterior, structure, measure), strict=True))
+                         _second_order(form, measure), strict=True))
         check_finite_result("global_sensitivity", *pairs.values())
     total_variance, first, total, shapley = _split(of_mean)
     _, expected_first, expected_total, expected_shapley = _split(expected)
@@ -250,12 +269,14 @@ def global_sensitivity(
         feature_names=list(posterior.feature_names),
         **pairs,
         method=(
-            "Sobol indices and Shapley effects (product kernel, "
-            f"{type(measure).__name__.lower()} measure)"
+            "Sobol indices and Shapley effects ("
+            + ("product kernel" if len(form.terms.structures) == 1 else
+               f"LMC output, {len(form.terms.structures)} product-kernel terms")
+            + f", {type(measure).__name__.lower()} measure)"
             + ("" if latent is None else f" of the {latent}")
         ),
     )
-    rounding = np.finfo(float).eps * structure.variance**2 * np.sum(np.abs(posterior.alpha))**2
+    rounding = np.finfo(float).eps * form.s2**2 * np.sum(np.abs(form.left))**2
     warn_if_sobol_inconsistent(result, "global_sensitivity", rounding)
     return result
 
@@ -289,7 +310,7 @@ def _per_output(posterior: MultiOutputPosterior, measure, outputs, target_class,
     between = None
     if posterior.independent:
         between = variances[:, :, None] * np.eye(len(index))
-    elif isinstance(posterior, CoregionalizedPosterior):
+    elif isinstance(posterior, TaskAugmentedPosterior):  # ICM or LMC
         between = _between_outputs(posterior, index, measure, options["chunk_size"], variances)
     if between is not None:
         total_variance, first, total, shapley = _split(np.moveaxis(between, 0, -1))
@@ -299,32 +320,113 @@ def _per_output(posterior: MultiOutputPosterior, measure, outputs, target_class,
     return MultiOutputSensitivity(results, names, posterior.independent, between)
 
 
-def _between_outputs(posterior, index, measure, chunk_size, variances):
-    """Posterior covariance of every index between the selected outputs of an ICM, (1 + 3 d,
-    t, t) in ``_split``'s layout, with ``variances`` (the per-output squared stds, (1 + 3 d,
-    t)) on the diagonal.
+@dataclass(frozen=True)
+class _TermForm:
+    """A function ``f_i = m0_i + s2 sum_q kappa_q(., Z) w^i_q + g_i`` over the stacked basis of
+    ``ProductTerms`` (rows (q, n)), with a second such function ``f_j`` for a covariance.
 
-    Output o is ``m0_o + s2 kappa(., Z) (B[o, tasks] a) + g_o`` and ``Cov(g_o, g_o') = B_oo'
-    s2 kappa - s2^2 kappa_Z R kappa_Z^T`` with ``R = diag(B[o, tasks]) K^{-1} diag(B[o',
-    tasks])``, the two-function case of ``_quadratic_moments``.
+    Attributes
+    ----------
+    terms : ProductTerms
+        The terms kappa_q and the prior cross-covariance weights ``b_q`` of ``Cov(g_i, g_j) =
+        s2 sum_q b_q kappa_q - s2^2 kappa_Z R kappa_Z^T``.
+    left, right : ndarray (Q N,)
+        Stacked coefficients of the two means; right None: the same function as left.
+    R : ndarray (Q N, Q N)
+        The data term's quadratic form on the stacked basis.
+    s2 : float
+        A common kernel variance kept out of the tables (one kernel: its variance; LMC: 1,
+        each term's variance being in ``b_q``, ``left``, ``right`` and R).
+    """
+
+    terms: ProductTerms
+    left: np.ndarray
+    right: np.ndarray | None
+    R: np.ndarray
+    s2: float
+
+
+def _term_form(posterior) -> _TermForm:
+    """The ``_TermForm`` of a single-output posterior: one product kernel (``b = 1``, R =
+    K^{-1}-like ``quadratic_form(I)``), or an LMC output's ``CoregionalTerms`` (one term per
+    kernel, ``_stacked_form``).
+
+    Raises
+    ------
+    TypeError
+        A kernel (or a term's kernel) without the product structure.
+    """
+    Z, kernel = posterior.train_inputs, posterior.kernel
+    if isinstance(kernel, CoregionalTerms):
+        cross = np.broadcast_to(kernel.cross_weights, (len(kernel.kernels), len(Z)))
+        return _stacked_form(posterior, kernel.kernels, kernel.prior_weights, cross, None)
+    structure = product_structure(kernel, Z.shape[1])
+    if structure is None:
+        raise TypeError(not_product_message(kernel, "global Sobol indices"))
+    return _TermForm(ProductTerms((structure,), np.ones(1), Z), posterior.alpha, None,
+                     posterior.quadratic_form(np.eye(len(Z))), structure.variance)
+
+
+def _stacked_form(posterior, kernels, prior_weights, left_weights, right_weights):
+    """``_TermForm`` of a sum of coregionalised terms: ``f_i``'s mean ``sum_q s2_q kappa_q(.,
+    Z) (B^q[i, tasks] * a)`` and the covariance ``sum_q B^q_ij s2_q kappa_q - U_i K^{-1}
+    U_j^T`` with ``U_i = sum_q B^q[i, tasks] s2_q kappa_q(., Z)``.
+
+    ``prior_weights`` (Q,) are ``B^q_ij``, ``left_weights``/``right_weights`` (Q, N) are
+    ``B^q[i, tasks]`` and ``B^q[j, tasks]`` (right None: j = i); ``posterior.quadratic_form``
+    supplies ``K^{-1}`` between the stacked weight matrices.
+
+    Raises
+    ------
+    TypeError
+        A term's kernel without the product structure.
     """
     Z = posterior.train_inputs
-    structure = product_structure(posterior.kernel, Z.shape[1])
+    structures = tuple(product_structure(kernel, Z.shape[1]) for kernel in kernels)
+    for kernel, structure in zip(kernels, structures, strict=True):
+        if structure is None:
+            raise TypeError(not_product_message(kernel, "global Sobol indices of every term"))
+    s2 = np.array([structure.variance for structure in structures])
+
+    def stacked(weights):  # rows (q, n): s2_q B^q[i, task_n] e_n, (Q N, N)
+        scaled = s2[:, None] * np.asarray(weights)
+        return (scaled[:, :, None] * np.eye(len(Z))).reshape(-1, len(Z)), scaled.reshape(-1)
+
+    left_rows, left = stacked(left_weights)
+    right_rows, right = (None, None) if right_weights is None else stacked(right_weights)
+    R = posterior.quadratic_form(left_rows, right_rows)
+    alpha = np.tile(posterior.alpha, len(structures))
+    return _TermForm(ProductTerms(structures, np.asarray(prior_weights) * s2, Z),
+                     left * alpha, None if right is None else right * alpha, R, 1.0)
+
+
+def _between_outputs(posterior, index, measure, chunk_size, variances):
+    """Posterior covariance of every index between the selected outputs of an ICM or LMC,
+    (1 + 3 d, t, t) in ``_split``'s layout, with ``variances`` (the per-output squared stds,
+    (1 + 3 d, t)) on the diagonal.
+
+    Output o is ``m0_o + sum_q s2_q kappa_q(., Z) (B^q[o, tasks] a) + g_o`` and ``Cov(g_o,
+    g_o') = sum_q B^q_oo' s2_q kappa_q - U_o K^{-1} U_o'^T`` (``_stacked_form``), the
+    two-function case of ``_quadratic_moments``.
+    """
+    Z = posterior.train_inputs
     check_measure(measure)
     measure = measure.resolve(Z.shape[1], posterior.feature_names)
-    task_weights = posterior.task_weights(index)
-    if chunk_size is None:
+    kernels = [kernel for kernel, _ in posterior.coregionalization_terms]
+    task_weights = posterior.term_task_weights(index)  # (Q, t, N)
+    between_terms = posterior.term_coregionalizations(index)  # (Q, t, t)
+    if chunk_size is None:  # rows of the stacked basis, Q N columns
         nodes = len(gauss_legendre_unit(Z.shape[1])[0])
-        chunk_size = default_chunk_size(len(Z), Z.shape[1], copies_per_point=3 * nodes + 8)
+        chunk_size = default_chunk_size(len(Z) * len(kernels), Z.shape[1],
+                                        copies_per_point=3 * nodes + 8)
     between = variances[:, :, None] * np.eye(len(index))
-    with native_threads(len(Z)):
+    with native_threads(len(Z) * len(kernels)):
         for a, b in itertools.combinations(range(len(index)), 2):
-            R = posterior.quadratic_form(np.diag(task_weights[a]), np.diag(task_weights[b]))
+            form = _stacked_form(posterior, kernels, between_terms[:, a, b],
+                                 task_weights[:, a], task_weights[:, b])
             covariance = _quadratic_moments(
-                structure, measure, Z, task_weights[a] * posterior.alpha,
-                task_weights[b] * posterior.alpha, R,
-                posterior.coregionalization[index[a], index[b]], chunk_size,
-                max(1, min(4096 // len(Z), chunk_size)))[2]
+                form, measure, chunk_size,
+                max(1, min(4096 // form.terms.n_basis, chunk_size)))[2]
             between[:, a, b] = between[:, b, a] = covariance
     check_finite_result("global_sensitivity", between)
     return between
@@ -343,32 +445,45 @@ def _leave_two_out(ee, pp):
             yield i, j, ee[..., i] * ee[..., j] * without[..., j]
 
 
-def _second_order(posterior, structure, measure):
+def _pairwise(weighted_tables, contract=lambda x: x):
+    """``{(i, j): sum_k w_k contract(ee_i ee_j prod_{l != i, j} pp_l)}`` over weighted
+    ``(w_k, (pp, ee))`` tables (features on the last axis)."""
+    out = {}
+    for weight, (pp, ee) in weighted_tables:
+        for i, j, value in _leave_two_out(ee, pp):
+            out[i, j] = out.get((i, j), 0.0) + weight * contract(value)
+    return out
+
+
+def _second_order(form, measure):
     """Second-order Sobol variances of the posterior mean, their posterior expectations and
     standard deviations, each (d, d) symmetric with a zero diagonal.
 
     For ``W_ij = E_i E_j prod_{l != i, j} P_l`` (the pure interaction component's variance),
     the pair matrix is ``H = C_i C_j Had_{l != i, j} B_l``, the prior term ``Cd_i Cd_j prod M_l``
     and the trace and three-kernel terms ``EE_i EE_j prod PP_l`` of the {P, E} tables: the
-    module docstring's formulas with the pair in place of one feature.
+    module docstring's formulas with the pair in place of one feature, each summed over the
+    terms (``ProductTerms``: prior per term, trace per pair of terms, three-kernel per middle
+    term).
     """
-    Z, alpha = posterior.train_inputs, posterior.alpha
-    n_features = Z.shape[1]
-    Q = posterior.quadratic_form(np.eye(Z.shape[0]))
+    terms, alpha, Q, s2 = form.terms, form.left, form.R, form.s2
+    n_features = terms.Z.shape[1]
     data_weight = np.outer(alpha, alpha) - Q
-    s2 = structure.variance
-    mu = structure.embedding(Z, measure)
+    mu = terms.embedding(measure)
     B = mu[:, None, :] * mu[None, :, :]
-    C = structure.centred_second_moment(Z, Z, measure)
-    M = structure.double_embedding(measure)
-    prior = {(i, j): v for i, j, v in _leave_two_out(
-        structure.centred_double_embedding(measure), M)}
-    trace_pp, _, _, trace_ee = _trace_tables(structure, measure)
-    trace = {(i, j): v for i, j, v in _leave_two_out(trace_ee, trace_pp)}
-    sandwich_pp = M * mu[:, None, :] * mu[None, :, :]
-    sandwich_ee = structure.centred_sandwich(Z, Z, measure)
-    sandwich = {(i, j): float(np.sum(g * data_weight))
-                for i, j, g in _leave_two_out(sandwich_ee, sandwich_pp)}
+    everything = list(terms.blocks(len(terms.Z)))  # one block per term
+    C = np.concatenate([terms.centred_second_moment(q, rows, measure)
+                        for _, q, rows in everything])
+    prior = _pairwise((b, (M, Cd)) for b, M, Cd in terms.priors(measure))
+    trace = _pairwise((w, (tables[0], tables[3])) for w, tables in terms.trace_tables(measure))
+    lam = terms.cross_moments(measure)
+    by_middle = zip(*(terms.sandwich_tables(q, rows, measure, mu, lam)
+                      for _, q, rows in everything), strict=True)
+    sandwich = _pairwise(
+        ((parts[0][0], (np.moveaxis(np.concatenate([t[1][0] for t in parts], axis=1), 0, -1),
+                        np.moveaxis(np.concatenate([t[1][3] for t in parts], axis=1), 0, -1)))
+         for parts in by_middle),
+        lambda g: float(np.sum(g * data_weight)))
     value, expected, std = (np.zeros((n_features, n_features)) for _ in range(3))
     for i, j, H in _leave_two_out(C, B):
         HQ = H @ Q
@@ -392,56 +507,55 @@ def _split(stacked):
             stacked[..., 2 * d + 1:])
 
 
-def _moments(posterior, structure, measure, chunk_size, sandwich_rows):
+def _moments(form, measure, chunk_size, sandwich_rows):
     """Indices of the posterior mean, their posterior expectations and standard deviations,
     each stacked (1 + 3 d,) (``_split``).
 
-    The prior term of the expectation is ``s2 H(E2 -> 1, B -> M)`` and the data terms come
-    from ``_quadratic_moments`` with both functionals on the same f (module docstring).
+    The prior term of the expectation is ``s2 sum_q b_q H_q(E2 -> 1, B -> M)`` and the data
+    terms come from ``_quadratic_moments`` with both functionals on the same f (module
+    docstring).
     """
-    Z, alpha = posterior.train_inputs, posterior.alpha
-    nodes, weights = gauss_legendre_unit(Z.shape[1])
-    Q = posterior.quadratic_form(np.eye(Z.shape[0]))
-    of_mean, of_reduction, variance = _quadratic_moments(
-        structure, measure, Z, alpha, None, Q, 1.0, chunk_size, sandwich_rows)
-    prior = _stacked(_pair_functionals(
-        np.ones((1, 1, Z.shape[1])), structure.double_embedding(measure)[None, None, :],
-        structure.centred_double_embedding(measure)[None, None, :], nodes, weights,
-    ))[0, 0]
-    s2 = structure.variance
+    n_features = form.terms.Z.shape[1]
+    nodes, weights = gauss_legendre_unit(n_features)
+    of_mean, of_reduction, variance = _quadratic_moments(form, measure, chunk_size,
+                                                         sandwich_rows)
+    prior = sum_terms(b * _stacked(_pair_functionals(
+        np.ones((1, 1, n_features)), M[None, None, :], Cd[None, None, :], nodes, weights,
+    ))[0, 0] for b, M, Cd in form.terms.priors(measure))
+    s2 = form.s2
     # A difference of prior and data terms: an index the data pin down to round-off can come
     # out slightly negative; its standard deviation is then zero to working precision.
     std = np.sqrt(np.maximum(variance, 0.0))
     return s2**2 * of_mean, s2**2 * of_mean + s2 * prior - s2**2 * of_reduction, std
 
 
-def _quadratic_moments(structure, measure, Z, left, right, Q, scale, chunk_size,
-                       sandwich_rows):
-    """``(a_i^T H a_j, sum(Q * H), Cov(F[f_i], F[f_j]))`` for every index (each (1 + 3 d,),
-    ``_split``'s layout; H the index's pair matrix), where ``f_i = m0_i + s2 kappa(., Z) a_i +
-    g_i`` and ``f_j`` are jointly Gaussian with cross-covariance ``c_ij = scale s2 kappa - s2^2
-    kappa_Z Q kappa_Z^T``, ``a_i = left``, ``a_j = right`` (None: the same f, so scale 1 and a
-    symmetric Q).
+def _quadratic_moments(form, measure, chunk_size, sandwich_rows):
+    """``(a_i^T H a_j, sum(R * H), Cov(F[f_i], F[f_j]))`` for every index (each (1 + 3 d,),
+    ``_split``'s layout; H the index's pair matrix on the stacked basis), where ``f_i = m0_i +
+    s2 kappa(., Z) a_i + g_i`` and ``f_j`` are jointly Gaussian with cross-covariance ``c_ij =
+    s2 sum_q b_q kappa_q - s2^2 kappa_Z R kappa_Z^T`` (``form``: ``a_i = left``, ``a_j =
+    right``; right None: the same f, so R symmetric).
 
     For a quadratic functional ``F = <f, W f>`` Isserlis' theorem gives ``Cov(F[f_i], F[f_j])
     = 2 tr(W c_ij W c_ji) + 4 m_i W c_ij W m_j`` (``c_ji = c_ij^T``), that is
 
-        2 scale^2 s2^2 T + 4 scale s2^3 sum(G * (a_i a_j^T - Q))
-            + 2 s2^4 tr(H Q H Q^T) - 4 s2^4 (H a_i)^T Q (H a_j)
+        2 s2^2 T + 4 s2^3 sum(G * (a_i a_j^T - R))
+            + 2 s2^4 tr(H R H R^T) - 4 s2^4 (H a_i)^T R (H a_j)
 
-    (G symmetric, so ``sum(G * X) = sum(G * X^T)``). ``tr(H Q H Q^T)`` needs all of ``H Q``
-    (and of ``H Q^T`` unless Q is symmetric): it is accumulated for as many indices as fit in
-    the memory budget of ``gpexplain.parallel`` (all of them in the first pass while (1 + 3
-    d) n^2 <= 32 Mi numbers); further groups of indices recompute H in further passes, by
-    row chunks of Z (``chunk_size`` rows for H, ``sandwich_rows`` for the three-kernel G).
+    with ``T = sum_{q r} b_q b_r tr(W kappa_q W kappa_r)`` and ``G = sum_p b_p kappa_Z W
+    kappa_p W kappa_Z`` (G symmetric, so ``sum(G * X) = sum(G * X^T)``). ``tr(H R H R^T)``
+    needs all of ``H R`` (and of ``H R^T`` unless R is symmetric): it is accumulated for as
+    many indices as fit in the memory budget of ``gpexplain.parallel`` (all of them in the
+    first pass while (1 + 3 d) n^2 <= 32 Mi numbers); further groups of indices recompute H
+    in further passes, by row chunks of the stacked basis (``chunk_size`` rows for H,
+    ``sandwich_rows`` for the three-kernel G).
     """
+    terms, left, right, Q = form.terms, form.left, form.right, form.R
     symmetric = right is None
     right = left if symmetric else right
-    n_basis, n_features = Z.shape
+    n_basis, n_features = terms.n_basis, terms.Z.shape[1]
     nodes, weights = gauss_legendre_unit(n_features)
-    mu = structure.embedding(Z, measure)
-    lam = structure.centred_cross_moment(Z, measure)
-    M = structure.double_embedding(measure)
+    mu = terms.embedding(measure)
     data_weight = np.outer(left, right) - Q
     n_indices = 1 + 3 * n_features
     of_mean, of_reduction, sandwich, data_trace = (np.zeros(n_indices) for _ in range(4))
@@ -452,9 +566,8 @@ def _quadratic_moments(structure, measure, Z, left, right, Q, scale, chunk_size,
         chosen = slice(first_index, min(first_index + group, n_indices))
         HQ = np.empty((chosen.stop - chosen.start, n_basis, n_basis))
         HQt = HQ if symmetric else np.empty_like(HQ)
-        for start in range(0, n_basis, chunk_size):
-            rows = slice(start, start + chunk_size)
-            H = _index_pairs(structure, measure, Z, mu, rows, nodes, weights)
+        for rows, q, local in terms.blocks(chunk_size):
+            H = _index_pairs(terms, measure, mu, rows, q, local, nodes, weights)
             HQ[:, rows] = np.moveaxis(H[..., chosen], -1, 0) @ Q
             if not symmetric:
                 HQt[:, rows] = np.moveaxis(H[..., chosen], -1, 0) @ Q.T
@@ -465,35 +578,26 @@ def _quadratic_moments(structure, measure, Z, left, right, Q, scale, chunk_size,
             H_left[rows] = np.einsum("abi,b->ai", H, left)
             H_right[rows] = H_left[rows] if symmetric else np.einsum("abi,b->ai", H, right)
         data_trace[chosen] = np.einsum("iab,iba->i", HQ, HQt)
-    for start in range(0, n_basis, sandwich_rows):
-        rows = slice(start, start + sandwich_rows)
-        tables = (  # the three-kernel matrices g(A, B), A, B in {P, E}, features first
-            M[:, None, None] * mu.T[:, rows, None] * mu.T[:, None, :],
-            mu.T[:, rows, None] * lam.T[:, None, :],
-            lam.T[:, rows, None] * mu.T[:, None, :],
-            np.moveaxis(structure.centred_sandwich(Z[rows], Z, measure), -1, 0),
-        )
-        sandwich += _bilinear_indices(*tables, data_weight[rows], nodes, weights)
-    trace = _bilinear_indices(*_trace_tables(structure, measure), np.ones(()), nodes, weights)
-    s2 = structure.variance
+    lam = terms.cross_moments(measure)
+    for rows, q, local in terms.blocks(sandwich_rows):
+        for b, tables in terms.sandwich_tables(q, local, measure, mu, lam):
+            sandwich += b * _bilinear_indices(*tables, data_weight[rows], nodes, weights)
+    trace = sum_terms(w * _bilinear_indices(*tables, np.ones(()), nodes, weights)
+                      for w, tables in terms.trace_tables(measure))
+    s2 = form.s2
     covariance = (
-        2 * scale**2 * s2**2 * trace + 4 * scale * s2**3 * sandwich + 2 * s2**4 * data_trace
+        2 * s2**2 * trace + 4 * s2**3 * sandwich + 2 * s2**4 * data_trace
         - 4 * s2**4 * np.einsum("ai,ab,bi->i", H_left, Q, H_right)
     )
     return of_mean, of_reduction, covariance
 
 
-def _trace_tables(structure, measure):
-    """Per feature ``T(A, B)`` for A, B in {P, E} as (PP, PE, EP, EE), each (n_features,)."""
-    PP, PE, EE = structure.trace_moments(measure)
-    return PP, PE, PE, EE
-
-
-def _index_pairs(structure, measure, Z, mu, rows, nodes, weights):
-    """The two-kernel matrices ``H = kappa(Z, .) W kappa(., Z)`` of every index for the rows of
-    Z in ``rows``, (rows, n, 1 + 3 d) stacked as in ``_split``."""
+def _index_pairs(terms, measure, mu, rows, q, local, nodes, weights):
+    """The two-kernel matrices ``H = kappa(Z, .) W kappa(., Z)`` of every index for the stacked
+    rows ``rows`` (term q, rows ``local`` of Z), (rows, Q N, 1 + 3 d) stacked as in
+    ``_split``."""
     B = mu[rows, None, :] * mu[None, :, :]
-    C = structure.centred_second_moment(Z[rows], Z, measure)
+    C = terms.centred_second_moment(q, local, measure)
     return _stacked(_pair_functionals(B + C, B, C, nodes, weights))
 
 

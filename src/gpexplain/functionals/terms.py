@@ -40,7 +40,7 @@ import numpy as np
 from gpexplain.functionals.base import LinearFunctional, Scheme
 from gpexplain.kernels.base import Kernel
 
-__all__ = ["CoregionalTerms", "TermScheme", "TermSum", "explainable", "not_built_message",
+__all__ = ["CoregionalTerms", "TermScheme", "TermSum", "explainable",
            "sum_terms", "term_scheme"]
 
 
@@ -64,16 +64,6 @@ def sum_terms(values):
     for value in iterator:
         total = total + value
     return total
-
-
-def not_built_message(what: str) -> str:
-    """The ``TypeError`` message of an explanation not built for an LMC output's term form
-    (``what``, e.g. "global_sensitivity"), naming the explanations that are."""
-    return (
-        f"{what} is not available for an output of a linear model of coregionalisation yet "
-        "(it is not a linear functional of f, and its term-by-term form is not built); "
-        f"available: {'; '.join(explainable())}."
-    )
 
 
 class CoregionalTerms(Kernel):

@@ -29,6 +29,11 @@ a composite Gauss-Legendre rule fine enough for the feature's SE and RQ factors 
 are weighted atoms per feature (``_rules``); centred quantities are summed from differences
 to a central atom (``centred_sections``), so they keep their digits when the lengthscale is far
 longer than the box.
+
+The centred moments (``centred_second_moment``, ``centred_cross_moment``, ``centred_sandwich``,
+``trace_moments``) are computed as those of the kernel paired with itself,
+``gpexplain.kernels.product_pairs.PairStructure(k, k)``, whose formulas also mix the different
+lengthscales of two or three kernels (the terms of a linear model of coregionalisation).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from gpexplain._torch import to_numpy
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
 from gpexplain.kernels.gpytorch_tree import Frame, KernelTreeVisitor
 from gpexplain.kernels.measures import Empirical, Uniform, check_measure
+from gpexplain.kernels.product_pairs import PairStructure
 from gpexplain.kernels.rbf import RBF
 
 __all__ = ["Factor", "ProductStructure", "product_structure"]
@@ -188,7 +194,7 @@ class ProductStructure:
         (L + 2 D))``. Empirical: the average over the atoms.
         """
         if isinstance(measure, _ATOM_MEASURES):
-            return self._atom_products(X1, X2, measure, centred=False)
+            return PairStructure(self, self)._atom_products(X1, X2, measure, centred=False)
         L, D, (u, v) = self._gaussian_units(measure, X1, X2)
         u, v = u[:, None, :], v[None, :, :]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -213,19 +219,7 @@ class ProductStructure:
         every term free of cancellation, and ``C = mu(a) mu(b) expm1(Delta)``. Empirical: the
         average over the atoms of the centred products.
         """
-        if isinstance(measure, _ATOM_MEASURES):
-            return self._atom_products(X1, X2, measure, centred=True)
-        L, D, (u, v) = self._gaussian_units(measure, X1, X2)
-        u, v = u[:, None, :], v[None, :, :]
-        mu1, mu2 = self.embedding(X1, measure), self.embedding(X2, measure)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            delta = (
-                0.5 * np.log1p(D * D / (L * (L + 2.0 * D)))
-                - D * (u - v) ** 2 / (4.0 * L * (L + D))
-                + D * (u + v) ** 2 / (4.0 * (L + D) * (L + 2.0 * D))
-            )
-            C = mu1[:, None, :] * mu2[None, :, :] * np.expm1(delta)
-        return np.where(np.isinf(L), 0.0, C)
+        return PairStructure(self, self).centred_second_moment(X1, X2, measure)
 
     def centred_double_embedding(self, measure) -> np.ndarray:
         """``1 - double_embedding`` (the prior variance of a centred factor, k_j(s, s) = 1)
@@ -250,19 +244,7 @@ class ProductStructure:
 
         Empirical: the average over the atoms of the centred sections times ``mu_j``.
         """
-        if isinstance(measure, _ATOM_MEASURES):
-            columns = []
-            for j, (atoms, weights) in enumerate(self._rules(measure)):
-                centred = self.centred_sections(j, X[:, j], atoms, weights)  # (n, S)
-                # mu_j(s) - M_j = sum_t w_t c(t, s): the centred embedding, no cancellation
-                atom_embedding = weights @ self.centred_sections(j, atoms, atoms, weights)
-                columns.append(centred @ (weights * atom_embedding))
-            return np.stack(columns, axis=-1).reshape(X.shape[0], self.n_features)
-        L, D, (u,) = self._gaussian_units(measure, X)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            delta = self._embedding_log_ratio(u, L, D)
-            lam = self.double_embedding(measure) * self.embedding(X, measure) * np.expm1(delta)
-        return np.where(np.isinf(L), 0.0, lam)
+        return PairStructure(self, self).centred_cross_moment(X, measure)
 
     def centred_sandwich(self, X1: np.ndarray, X2: np.ndarray, measure) -> np.ndarray:
         """``G[a, b, j] = E_{s, s'}[c_j(s, X1[a, j]) k_j(s, s') c_j(s', X2[b, j])]`` with the
@@ -282,30 +264,7 @@ class ProductStructure:
         cancellation that makes each term ~1 and G ~ (std / l)^6 for wide lengthscales.
         Empirical: ``C1 diag(w) K_ss diag(w) C2^T`` over the atoms (C: centred sections).
         """
-        if isinstance(measure, _ATOM_MEASURES):
-            slabs = []
-            for j, (atoms, weights) in enumerate(self._rules(measure)):
-                left = self.centred_sections(j, X1[:, j], atoms, weights) * weights
-                right = self.centred_sections(j, X2[:, j], atoms, weights) * weights
-                # left and right sum to zero over the atoms, so the Gram matrix may be
-                # replaced by its doubly centred form, which is small where they are
-                slabs.append(left @ self._doubly_centred_gram(j, atoms, weights) @ right.T)
-            return np.stack(slabs, axis=-1).reshape(X1.shape[0], X2.shape[0], self.n_features)
-        L, D, (u, v) = self._gaussian_units(measure, X1, X2)
-        u, v = u[:, None, :], v[None, :, :]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            S1 = L * L + 3.0 * L * D + D * D
-            eps = 0.5 * np.log1p(D**4 / (L * (L + D) * (L + 2.0 * D) * (L + 3.0 * D))) - (
-                D * D * (D * D * (u - v) ** 2 - 2.0 * L * (L + 3.0 * D) * u * v)
-                / (2.0 * L * (L + D) * (L + 3.0 * D) * S1)
-            )
-            delta_a = self._embedding_log_ratio(u, L, D)
-            delta_b = self._embedding_log_ratio(v, L, D)
-            mu1, mu2 = self.embedding(X1, measure), self.embedding(X2, measure)
-            G = (self.double_embedding(measure) * mu1[:, None, :] * mu2[None, :, :]) * (
-                np.expm1(delta_a) * np.expm1(delta_b) + np.exp(delta_a + delta_b) * np.expm1(eps)
-            )
-        return np.where(np.isinf(L), 0.0, G)
+        return PairStructure(self, self).centred_sandwich(X1, X2, measure)
 
     def trace_moments(self, measure) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(T_PP, T_PE, T_EE)``, each (n_features,): ``T(A, B) = int A(s1, s2) k_j(s2, s3)
@@ -317,35 +276,7 @@ class ProductStructure:
         expm1(d1))``, ``d1 = log1p(D^2 / ((L + D) (L + 3 D))) / 2``, ``d2 = log1p(4 D^2 / (L
         (L + 4 D))) / 2`` (both O((D / L)^2), so no digits are lost for wide lengthscales).
         """
-        M = self.double_embedding(measure)
-        if isinstance(measure, _ATOM_MEASURES):
-            between, within = np.zeros(self.n_features), np.zeros(self.n_features)
-            for j, (atoms, weights) in enumerate(self._rules(measure)):
-                sections = self.centred_sections(j, atoms, atoms, weights)
-                between[j] = weights @ (weights @ sections) ** 2  # Var mu_j(s)
-                centred = self._doubly_centred_gram(j, atoms, weights)
-                within[j] = weights @ centred**2 @ weights
-            return M * M, between, within
-        L, D, _ = self._gaussian_units(measure)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            d1 = np.expm1(0.5 * np.log1p(D * D / ((L + D) * (L + 3.0 * D))))
-            d2 = np.expm1(0.5 * np.log1p(4.0 * D * D / (L * (L + 4.0 * D))))
-        wide = np.isinf(L)
-        return M * M, np.where(wide, 0.0, M * M * d1), np.where(wide, 0.0, M * M * (d2 - 2 * d1))
-
-    def _atom_products(self, X1, X2, measure, centred: bool) -> np.ndarray:
-        """``sum_s w_s e_j(s, X1[a, j]) e_j(s, X2[b, j])`` over the atoms s of each feature's
-        rule, ``e = k_j`` or the centred section ``k_j - mu_j``, shape (n1, n2, n_features)."""
-        slabs = []
-        for j, (atoms, weights) in enumerate(self._rules(measure)):
-            if centred:
-                left = self.centred_sections(j, X1[:, j], atoms, weights)
-                right = self.centred_sections(j, X2[:, j], atoms, weights)
-            else:
-                left = self.feature_matrix(j, X1[:, j], atoms)
-                right = self.feature_matrix(j, X2[:, j], atoms)
-            slabs.append((left * weights) @ right.T)
-        return np.stack(slabs, axis=-1).reshape(X1.shape[0], X2.shape[0], self.n_features)
+        return PairStructure(self, self).trace_moments(measure)
 
     def _doubly_centred_gram(self, j, atoms, weights) -> np.ndarray:
         """``kc(s, t) = k_j(s, t) - mu_j(s) - mu_j(t) + M_j`` over the atoms, (m, m), from the
@@ -383,12 +314,6 @@ class ProductStructure:
             scale = 1.0 if factor.kind == "se" else min(1.0, np.sqrt(factor.shape / 2.0))
             lengths.append(factor.lengthscale * scale)
         return min(lengths)
-
-    @staticmethod
-    def _embedding_log_ratio(u, L, D):
-        """``log(nu(a) / (M mu(a)))`` for an SE factor under a Gaussian (centred ``u``)."""
-        S1 = L * L + 3.0 * L * D + D * D
-        return 0.5 * np.log1p(D * D / S1) - D * D * u * u / (2.0 * (L + D) * S1)
 
     def _gaussian_units(self, measure, *points) -> tuple:
         """``(L, D, [u, ...])`` of the Gaussian-measure closed forms in units of each feature's

@@ -19,8 +19,9 @@ output i has
 integrated gradients, gradients, product-kernel Shapley values and interactions of one output
 apply each term's closed form and sum (``TermScheme``); the joint explanation of several
 outputs, with their covariance, is ``gpexplain.explain.multi_output`` through the same
-``TermSum``. With Q = 1 this is the intrinsic coregionalisation model
-(``CoregionalizedPosterior``), to round-off.
+``TermSum``. Sobol indices and Shapley effects (``gx.global_sensitivity``), quadratic in f,
+mix the terms pairwise instead (``gpexplain.kernels.product_pairs``). With Q = 1 this is
+the intrinsic coregionalisation model (``CoregionalizedPosterior``), to round-off.
 """
 
 from __future__ import annotations
