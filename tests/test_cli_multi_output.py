@@ -118,6 +118,14 @@ def test_icm_writes_the_correlation_of_the_attributions_across_targets(taipei_cs
         importance = summary["global_importance"][target]
         assert set(importance["std"]) == set(FEATURES)
         assert all(value > 0 for value in importance["std"].values())
+    # the importances' covariance between the targets, as gx.global_importance gives it
+    between = pd.read_csv(out / "importance_correlations.csv")
+    assert summary["cross_output_importance"]["file"] == "importance_correlations.csv"
+    reference = gx.global_importance(model, frame[FEATURES].iloc[:3], baseline="mean")
+    np.testing.assert_allclose(between["covariance"],
+                               reference.importance_covariance()[:, 0, 1], rtol=1e-6)
+    assert list(between["feature"]) == FEATURES
+    assert np.all(np.abs(between["correlation"]) <= 1.0)
 
 
 def test_lmc_writes_its_terms_and_the_correlation_of_the_attributions(taipei_csv, tmp_path):
@@ -456,3 +464,19 @@ def test_rank_fits_the_icm_of_that_rank_and_is_saved_with_the_model(taipei_csv, 
     expected = gx.global_sensitivity(ranked.posterior_.marginal(1))
     rows = pd.read_csv(sensitivity / "sensitivity.csv").query("output == @STORES")
     np.testing.assert_allclose(rows["shapley_effect"], expected.shapley_effects, rtol=1e-6)
+
+
+def test_a_text_column_says_why_the_importance_between_targets_is_left_out(taipei_csv,
+                                                                           tmp_path):
+    """The importances' covariance between targets needs the joint covariance grouped from
+    one-hot indicators into columns, which is not built: summary.json says so, and no file."""
+    frame = pd.read_csv(taipei_csv)
+    frame["age band"] = np.where(frame["X2 house age"] > 15, "old", "new")
+    path = tmp_path / "with_text.csv"
+    frame.to_csv(path, index=False)
+    out = _run(path, tmp_path / "icm", "--target", PRICE, "--target", STORES,
+               "--multi-output", "icm", "--no-holdout")
+    summary = json.loads((out / "summary.json").read_text())
+    assert "text columns" in summary["cross_output_importance"]["skipped"]
+    assert not (out / "importance_correlations.csv").exists()
+    assert (out / "output_correlations.csv").exists()

@@ -133,6 +133,28 @@ def importance(attr):
     return importance_of(attr, "mean_abs"), ""
 
 
+def importance_between(encoded, encoder):
+    """``(MultiOutputImportance or None, reason)``: the exact mean |attribution| importance of
+    each target of a coregionalised model and its posterior covariance between targets
+    (``gx.global_importance`` of the ``MultiOutputAttribution``), or why it was not computed.
+    Only where the model's columns are the file's: grouping one-hot indicators into their
+    column is not applied to the covariance across points and targets."""
+    from gpexplain.explain.global_importance import importance_of
+
+    if encoder.categorical_:
+        return None, ("the table has text columns, whose indicators' joint covariance across "
+                      "rows and targets is not grouped into columns; use gx.global_importance "
+                      "on the encoded columns in Python")
+    first = encoded.attributions[0]
+    seconds = _importance_seconds(first.n_points, first.mean.shape[1] * len(encoded.attributions))
+    seconds += encoded.joint_point_cov.estimated_seconds()
+    if seconds > MAX_IMPORTANCE_SECONDS:
+        return None, (f"the covariance of the importances between targets would take about "
+                      f"{seconds:.0f} s (the command line's bound is "
+                      f"{MAX_IMPORTANCE_SECONDS:g} s); use gx.global_importance in Python")
+    return importance_of(encoded, "mean_abs"), ""
+
+
 def explain_variance(choice, model, X, baseline):
     """``--explain variance``: attributions of the posterior variance of the rows ``X``,
     exact Shapley values of the same game as the mean's under ``--method shapley`` with a

@@ -12,7 +12,10 @@ an ``output`` column (one table, as the classification task's ``class`` column),
 ``summary.json`` with per-output entries, ``attributions_<output>.png`` /
 ``importance_<output>.png`` per target, and for a coregionalised model
 ``output_correlations.csv``: the posterior correlation between two targets' attributions of
-the same feature at each explained row.
+the same feature at each explained row, and ``importance_correlations.csv``: the posterior
+covariance and correlation between two targets' mean |attribution| importance of a feature
+over the explained rows (``gx.MultiOutputImportance``; not for tables with text columns,
+whose indicators' joint covariance is not grouped into columns: ``summary.json`` says why).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = [
 ]
 
 CORRELATIONS_FILE = "output_correlations.csv"
+IMPORTANCE_FILE = "importance_correlations.csv"
 # Methods whose per-target results the writer lays out (``--method interactions`` writes a
 # table of pairs per target, not yet joined across targets).
 _METHODS = ("ig", "shapley")
@@ -202,24 +206,31 @@ class MultiOutputRegression(Regression):
     @staticmethod
     def explain(choice, model, X_model, X, positions, baseline, encoder, client):
         """``(attributions of X's columns per target, the MultiOutputAttribution of the
-        model's columns, output_correlations or None, global importance per target)``; on
-        the Dask cluster of ``client`` when it is not None."""
+        model's columns, output_correlations or None, global importance per target, the
+        importance's covariance between targets or None and why)``; on the Dask cluster of
+        ``client`` when it is not None."""
         explained = X_model.iloc[positions]
         encoded = methods.explain(choice, model, explained, baseline, client)
         shown = X.iloc[positions]
         grouped = {name: encoder.group(encoded[name], shown) for name in encoded.output_names}
         # while the cluster is up: the importance evaluates the covariance across points there
         importances = {name: methods.importance(attr) for name, attr in grouped.items()}
-        return grouped, encoded, output_correlations(encoded, encoder), importances
+        between = (None, "the targets are independent GPs: zero by the model")
+        if encoded.joint_point_cov is not None and all(
+                found is not None for found, _ in importances.values()):
+            between = methods.importance_between(encoded, encoder)
+        return (grouped, encoded, output_correlations(encoded, encoder), importances,
+                between)
 
     @staticmethod
     def write(model, explanation, X, X_model, record, context, out, stdout, report, saved):
         """Write ``attributions.csv`` (an ``output`` column after ``row``), ``summary.json``
         (per-target completeness, predictions, base values, global importance, held-out R^2
-        and hyperparameters; ``cross_output_correlation``), the figures per target and, for a
-        coregionalised model, ``output_correlations.csv``; print each target's top features;
-        return the names of the files written."""
-        attributions, encoded, correlations, importances = explanation
+        and hyperparameters; ``cross_output_correlation``, ``cross_output_importance``), the
+        figures per target and, for a coregionalised model, ``output_correlations.csv`` and
+        ``importance_correlations.csv``; print each target's top features; return the names of
+        the files written."""
+        attributions, encoded, correlations, importances, (between, why) = explanation
         explained = record.explained
         tables = []
         for name, attr in attributions.items():
@@ -276,6 +287,17 @@ class MultiOutputRegression(Regression):
                     for a, b in dict.fromkeys(zip(correlations["output_i"],
                                                   correlations["output_j"], strict=True))
                 ],
+            }
+        if between is None:
+            result["cross_output_importance"] = {"skipped": why}
+        else:
+            output.write_csv(between.between_outputs_frame(), out / IMPORTANCE_FILE)
+            written.append(IMPORTANCE_FILE)
+            result["cross_output_importance"] = {
+                "file": IMPORTANCE_FILE,
+                "note": "posterior covariance and correlation between two targets' mean "
+                        "|attribution| importance of the same feature over the explained rows "
+                        "(joint posterior of the coregionalised model)",
             }
         write_json(out / "summary.json", result)
 
