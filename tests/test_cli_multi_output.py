@@ -466,10 +466,10 @@ def test_rank_fits_the_icm_of_that_rank_and_is_saved_with_the_model(taipei_csv, 
     np.testing.assert_allclose(rows["shapley_effect"], expected.shapley_effects, rtol=1e-6)
 
 
-def test_a_text_column_says_why_the_importance_between_targets_is_left_out(taipei_csv,
-                                                                           tmp_path):
-    """The importances' covariance between targets needs the joint covariance grouped from
-    one-hot indicators into columns, which is not built: summary.json says so, and no file."""
+def test_the_importance_between_targets_groups_a_text_columns_indicators(taipei_csv, tmp_path):
+    """With a text column the joint covariance across rows and targets is grouped from its
+    one-hot indicators into the column, target by target: each target's own importance std
+    (its Attribution grouped on its own, a different route) is the diagonal."""
     frame = pd.read_csv(taipei_csv)
     frame["age band"] = np.where(frame["X2 house age"] > 15, "old", "new")
     path = tmp_path / "with_text.csv"
@@ -477,6 +477,60 @@ def test_a_text_column_says_why_the_importance_between_targets_is_left_out(taipe
     out = _run(path, tmp_path / "icm", "--target", PRICE, "--target", STORES,
                "--multi-output", "icm", "--no-holdout")
     summary = json.loads((out / "summary.json").read_text())
-    assert "text columns" in summary["cross_output_importance"]["skipped"]
-    assert not (out / "importance_correlations.csv").exists()
-    assert (out / "output_correlations.csv").exists()
+    between = pd.read_csv(out / "importance_correlations.csv")
+    columns = FEATURES + ["age band"]
+    assert sorted(between["feature"]) == sorted(columns)
+    correlation = between.set_index("feature")["correlation"]
+    covariance = between.set_index("feature")["covariance"]
+    std = {target: summary["global_importance"][target]["std"] for target in (PRICE, STORES)}
+    for column in columns:
+        bound = std[PRICE][column] * std[STORES][column]
+        assert abs(covariance[column]) <= bound * (1 + 1e-9)
+        np.testing.assert_allclose(correlation[column], covariance[column] / bound, rtol=1e-6)
+
+
+def test_grouped_importance_between_targets_against_monte_carlo():
+    """methods.importance_between groups the joint covariance across rows and targets from a
+    text column's indicators into the column: numeric columns equal the ungrouped result, and
+    the text column's covariance between targets matches Monte Carlo over joint draws of the
+    attributions, grouped here by summing the indicators' draws."""
+    from gpexplain.cli import methods
+    from gpexplain.encoding import CategoricalEncoder
+    from gpexplain.explain.global_importance import importance_of
+
+    rng = np.random.default_rng(4)
+    X = pd.DataFrame({"a": rng.normal(size=16), "b": rng.normal(size=16),
+                      "kind": rng.choice(["p", "q", "r"], size=16)})
+    encoder = CategoricalEncoder().fit(X)
+    encoded_X = encoder.transform(X)
+    shift = encoded_X.filter(like="kind").to_numpy() @ np.array([0.0, 1.0, -1.0])
+    Y = np.column_stack([np.sin(X["a"]) + shift, X["a"] * X["b"] + 0.5 * shift])
+    Y = Y + 0.3 * rng.normal(size=Y.shape)  # noisy, so that the attributions are uncertain
+    model = gx.GPRegressor(multi_output="icm").fit(encoded_X, Y)
+    rows = encoded_X.iloc[:5]
+    encoded = gx.integrated_gradients(model, rows, return_cov="points")
+    grouped = {name: encoder.group(encoded[name], X.iloc[:5]) for name in encoded.output_names}
+    result, why = methods.importance_between(encoded, grouped, encoder)
+    assert why == "" and result is not None
+    names = result.feature_names
+    covariance = result.importance_covariance()  # (columns, 2, 2)
+    ungrouped = importance_of(encoded, "mean_abs").importance_covariance()
+    for column in ("a", "b"):
+        np.testing.assert_allclose(covariance[names.index(column)],
+                                   ungrouped[list(encoded.feature_names).index(column)],
+                                   rtol=1e-12)
+    # Monte Carlo: joint draws of every (row, target, indicator) value, indicators summed
+    mean = encoded.mean  # (rows, targets, D)
+    dense = encoded.point_cov_dense()  # (rows, targets, D, rows, targets, D)
+    size = mean.size
+    draws = rng.multivariate_normal(mean.reshape(-1), dense.reshape(size, size), size=100_000,
+                                    method="eigh").reshape((-1,) + mean.shape)
+    indicators = [list(encoded.feature_names).index(name) for name in encoder.groups_["kind"]]
+    column = np.abs(draws[..., indicators].sum(-1)).mean(1)  # (draws, targets)
+    centred = column - column.mean(0)
+    products = centred[:, 0] * centred[:, 1]
+    z = abs(products.mean() - covariance[names.index("kind"), 0, 1]) / (
+        products.std() / np.sqrt(len(products)))
+    assert z < 5.0, z
+    assert abs(covariance[names.index("kind"), 0, 1]) > 10 * products.std() / np.sqrt(
+        len(products))

@@ -133,26 +133,29 @@ def importance(attr):
     return importance_of(attr, "mean_abs"), ""
 
 
-def importance_between(encoded, encoder):
+def importance_between(encoded, grouped, encoder):
     """``(MultiOutputImportance or None, reason)``: the exact mean |attribution| importance of
     each target of a coregionalised model and its posterior covariance between targets
-    (``gx.global_importance`` of the ``MultiOutputAttribution``), or why it was not computed.
-    Only where the model's columns are the file's: grouping one-hot indicators into their
-    column is not applied to the covariance across points and targets."""
-    from gpexplain.explain.global_importance import importance_of
+    (``gx.global_importance`` of a ``MultiOutputAttribution``), or why it was not computed.
 
-    if encoder.categorical_:
-        return None, ("the table has text columns, whose indicators' joint covariance across "
-                      "rows and targets is not grouped into columns; use gx.global_importance "
-                      "on the encoded columns in Python")
-    first = encoded.attributions[0]
-    seconds = _importance_seconds(first.n_points, first.mean.shape[1] * len(encoded.attributions))
+    ``encoded`` is the joint explanation of the model's columns and ``grouped`` each target's
+    ``Attribution`` of the file's columns (``encoder.group``); the joint covariance across
+    rows and targets is grouped by the encoder's 0/1 matrix, target by target."""
+    from gpexplain.attribution import group_matrix
+    from gpexplain.explain.global_importance import importance_of
+    from gpexplain.multi_output_attribution import MultiOutputAttribution
+
+    parts = list(grouped.values())
+    seconds = _importance_seconds(parts[0].n_points, parts[0].mean.shape[1] * len(parts))
     seconds += encoded.joint_point_cov.estimated_seconds()
     if seconds > MAX_IMPORTANCE_SECONDS:
         return None, (f"the covariance of the importances between targets would take about "
                       f"{seconds:.0f} s (the command line's bound is "
                       f"{MAX_IMPORTANCE_SECONDS:g} s); use gx.global_importance in Python")
-    return importance_of(encoded, "mean_abs"), ""
+    _, matrix = group_matrix(encoder.groups_, encoded.feature_names)
+    joint = encoded.joint_point_cov.grouped(np.kron(np.eye(len(parts)), matrix))
+    return importance_of(MultiOutputAttribution(parts, list(grouped), independent=False,
+                                                joint_point_cov=joint), "mean_abs"), ""
 
 
 def explain_variance(choice, model, X, baseline):

@@ -13,9 +13,9 @@ an ``output`` column (one table, as the classification task's ``class`` column),
 ``importance_<output>.png`` per target, and for a coregionalised model
 ``output_correlations.csv``: the posterior correlation between two targets' attributions of
 the same feature at each explained row, and ``importance_correlations.csv``: the posterior
-covariance and correlation between two targets' mean |attribution| importance of a feature
-over the explained rows (``gx.MultiOutputImportance``; not for tables with text columns,
-whose indicators' joint covariance is not grouped into columns: ``summary.json`` says why).
+covariance and correlation between two targets' mean |attribution| importance of a column
+over the explained rows (``gx.MultiOutputImportance`` of the joint explanation grouped into
+the file's columns; ``summary.json`` says why where it is left out).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ class MultiOutputRegression(Regression):
         between = (None, "the targets are independent GPs: zero by the model")
         if encoded.joint_point_cov is not None and all(
                 found is not None for found, _ in importances.values()):
-            between = methods.importance_between(encoded, encoder)
+            between = methods.importance_between(encoded, grouped, encoder)
         return (grouped, encoded, output_correlations(encoded, encoder), importances,
                 between)
 
