@@ -43,6 +43,7 @@ they are computed when ``n D <= max_joint`` and are None (with a note) above.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from numbers import Integral
 
@@ -393,7 +394,13 @@ def _square_root(matrix: np.ndarray) -> np.ndarray:
     from gpexplain.posterior.exact import cholesky_with_jitter
 
     try:
-        return cholesky_with_jitter(matrix)[0]
+        # The attributions' joint covariance is singular by construction (completeness ties
+        # features together), so a jitter is the rule here, not a defect of a kernel matrix;
+        # at most 1e-4 of the diagonal, it is far below the Monte Carlo error of the
+        # probabilities this root samples (1 / sqrt(n_samples)), so its warning is not shown.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return cholesky_with_jitter(matrix)[0]
     except np.linalg.LinAlgError:
         values, vectors = np.linalg.eigh(matrix)
         return vectors * np.sqrt(np.clip(values, 0.0, None))

@@ -204,4 +204,4 @@ def _cholesky(gram: torch.Tensor) -> torch.Tensor:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return with_jitter(attempt, float(gram.diagonal().mean()))[0]
+        return with_jitter(attempt, float(gram.diagonal().mean().detach()))[0]
