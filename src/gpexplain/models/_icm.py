@@ -196,10 +196,11 @@ def _cholesky(gram: torch.Tensor) -> torch.Tensor:
     40-row fit failed with torch's ``_LinAlgError``). Its warning is silenced, as the
     optimiser's trial points are not results; the posterior built at the optimum warns if it
     needs jitter itself."""
-    eye = torch.eye(len(gram), dtype=gram.dtype)
 
     def attempt(jitter: float):
-        factor, info = torch.linalg.cholesky_ex(gram + jitter * eye if jitter else gram)
+        # The jittered copy only when needed: every objective evaluation calls this.
+        jittered = gram + torch.diag(gram.new_full((len(gram),), jitter)) if jitter else gram
+        factor, info = torch.linalg.cholesky_ex(jittered)
         return factor if int(info) == 0 else None
 
     with warnings.catch_warnings():
