@@ -30,6 +30,7 @@ LAYERS = {
     "gpexplain._version": 0,
     "gpexplain._torch": 0,
     "gpexplain._threads": 0,
+    "gpexplain._quad": 0,
     # data
     "gpexplain.datasets": 1,
     "gpexplain._validation": 1,

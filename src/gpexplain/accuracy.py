@@ -147,8 +147,10 @@ def warn_if_sobol_inconsistent(
     total_i <= Var``, ``sum_i first_order_i <= Var <= sum_i total_i`` and ``sum_i
     shapley_effects_i == Var`` (Owen 2014). The closed forms are quadratic forms ``a^T H a``
     in the representer weights ``a``; for a nearly interpolating GP (e.g. scikit-learn's
-    default ``alpha=1e-10``) ``|a|`` reaches 1e6-1e9 and their rounding, about ``eps
-    s2^2 |a|_1^2``, swamps the O(1) result. Such a result is returned, but never quietly.
+    default ``alpha=1e-10``) ``|a|`` reaches 1e6-1e10 and their rounding, about ``eps
+    s2^2 |a|_1^2``, swamps the O(1) result (``global_sensitivity`` then recomputes them in
+    binary128, whose eps is 1.9e-34). A result that still breaks them is returned, but never
+    quietly.
 
     Parameters
     ----------

@@ -417,16 +417,19 @@ def test_centred_second_moment_keeps_its_digits_for_wide_lengthscales(ratio):
             assert abs(got[i, j] - reference) <= 1e-12 * abs(reference)
 
 
-def test_nearly_interpolating_gp_warns_when_indices_break_identities():
-    """Issue 27 item 15: scikit-learn's default ``alpha=1e-10`` makes ``|K^-1 y|`` ~ 4e7; the
-    quadratic forms of the indices then keep no digit (here a negative total index, first
-    order above total, Shapley effects off the variance by 3e-3), which must not pass
-    silently. The total index of a feature is a variance, so it cannot be negative."""
+def test_indices_that_break_identities_are_never_returned_quietly(monkeypatch):
+    """Issue 27 item 15: scikit-learn's default ``alpha=1e-10`` makes ``|K^-1 y|`` ~ 4e7;
+    in float64 the quadratic forms of the indices then keep no digit (a negative total index,
+    first order above total, Shapley effects off the variance by 3e-3). ``global_sensitivity``
+    recomputes them in binary128 (``test_sensitivity_interpolating.py``); with that disabled,
+    as beyond binary128's range, the broken float64 result must carry a warning."""
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import RBF as SkRBF
 
     from gpexplain.accuracy import CompletenessWarning
+    from gpexplain.explain import sensitivity
 
+    monkeypatch.setattr(sensitivity, "_QUAD_TRIGGER", np.inf)
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, size=(60, 2))
     gp = GaussianProcessRegressor(SkRBF([8.0, 8.0]), optimizer=None).fit(X, np.sin(X[:, 0]))

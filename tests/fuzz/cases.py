@@ -281,8 +281,53 @@ def multi_output_fit_case(data) -> Outcome:
     return Outcome("ok")
 
 
+@guarded
+def sensitivity_identities_case(data) -> Outcome:
+    """Issue 27 item 15: Sobol indices of a squared-exponential GP with noise down to 1e-12 of
+    its variance (nearly interpolating) under each measure satisfy the identities of a
+    variance decomposition (0 <= first <= Shapley <= total <= Var, Shapley effects summing to
+    Var) and have posterior expectations at least the mean's (each index is a variance of a
+    component of f = m + g), or say they do not (CompletenessWarning)."""
+    X, y, _, lengthscale, variance, _, _ = data.draw(problems(("rbf",)))
+    noise = variance * data.draw(log_uniform(1e-12, 1e-1))
+    posterior, error, _ = call(gx.ExactPosterior, X, y,
+                               kernel=build_kernel("rbf", lengthscale, variance), noise=noise)
+    if error is not None:
+        return classify_exception(error, ("noise", "kernel", "X", "y"))
+    low, high = X.min(0), X.max(0)
+    measure = data.draw(st.sampled_from([
+        None, gx.measures.Empirical(X),
+        gx.measures.Uniform(low - 0.1 * lengthscale, high + 0.1 * lengthscale)]))
+    result, error, warned = call(gx.global_sensitivity, posterior, measure)
+    if error is not None:
+        return classify_exception(error, ("measure", "kernel"))
+    fields = ("first_order", "total", "shapley_effects", "expected_first_order",
+              "expected_total", "expected_shapley_effects", "first_order_std", "total_std")
+    if not all(np.all(np.isfinite(getattr(result, name))) for name in fields):
+        return Outcome("silently_wrong", "non-finite index")
+    first, shapley, total = result.first_order, result.shapley_effects, result.total
+    var = result.total_variance
+    tolerance = 1e-8 * max(var, result.expected_total_variance, 1e-300)
+    breaks = {
+        "first order below 0": -first.min(),
+        "first above Shapley": np.max(first - shapley),
+        "Shapley above total": np.max(shapley - total),
+        "total above Var": np.max(total - var),
+        "Shapley sum off Var": abs(shapley.sum() - var),
+        "expectation below the mean's": np.max(
+            np.concatenate([[var], first, total]) - np.concatenate(
+                [[result.expected_total_variance], result.expected_first_order,
+                 result.expected_total])),
+    }
+    worst = max(breaks, key=breaks.get)
+    if breaks[worst] > tolerance and not warned:
+        return Outcome("silently_wrong", f"{worst} by {breaks[worst]:.3g} (Var {var:.3g}, "
+                       f"noise / variance {noise / variance:.2g})")
+    return Outcome("ok", warned=warned)
+
+
 CASES = (
     integrated_gradients_case, gradients_case, baseline_labels_case, invalid_parameter_case,
     mean_paths_case, random_features_case, default_names_case, multi_output_fit_case,
-    *POE_CASES, *FILE_CASES,
+    sensitivity_identities_case, *POE_CASES, *FILE_CASES,
 )

@@ -23,6 +23,7 @@ from tests.fuzz.cases import (
     mean_paths_case,
     multi_output_fit_case,
     random_features_case,
+    sensitivity_identities_case,
 )
 from tests.fuzz.file_cases import FILE_CASES
 from tests.fuzz.poe_cases import POE_CASES
@@ -41,7 +42,7 @@ PROFILE = os.environ.get("GPEXPLAIN_FUZZ_PROFILE", "default-suite")
 DEFAULT_CASES = (
     baseline_labels_case, gradients_case, integrated_gradients_case, invalid_parameter_case,
     mean_paths_case, random_features_case, default_names_case, multi_output_fit_case,
-    *POE_CASES, *FILE_CASES,
+    sensitivity_identities_case, *POE_CASES, *FILE_CASES,
 )
 
 

@@ -64,18 +64,30 @@ with ``b_p``. One kernel is the case Q = 1, ``b = 1`` (its variance kept as s2),
 covariance of an index between outputs i and j of an ICM or LMC is the two-function case
 (``b_q = B^q_ij s2_q``). Cost: Q^2 pair tables and Q^3 three-kernel tables; the n x n
 products become (Q n) x (Q n).
+
+Precision (issue 27, item 15). Every quantity above is a sum of per-pair entries weighted by
+``a a^T`` or R, which for a nearly interpolating GP are ~1e9 and ~1e10 while the sums are O(1):
+float64 keeps ``eps s2^2 |a|_1^2`` of them, and per-entry rounding cannot be removed later. The
+same code therefore runs on binary128 arrays (``gpexplain._quad``) when that bound passes
+``_QUAD_TRIGGER`` of the variance: points, coefficients, atoms and Shapley nodes in binary128
+(the float64 inputs are exact there), R from the binary128 inverse of the Cholesky factor.
+Constants rounded once (lengthscale ratios, a Gaussian measure's moments) perturb the mean by
+``eps |a|_1`` alike for every index, so the identities between indices hold to binary128.
 """
 
 from __future__ import annotations
 
 import itertools
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpexplain._quad import QUAD_EPS, is_quad, lower_triangular_inverse, matmul, to_quad
 from gpexplain._threads import native_threads
+from gpexplain._torch import to_numpy
 from gpexplain._validation import check_finite_result
-from gpexplain.accuracy import warn_if_sobol_inconsistent
+from gpexplain.accuracy import CompletenessWarning, warn_if_sobol_inconsistent
 from gpexplain.explain._pipeline import through_pipeline
 from gpexplain.functionals.product_shapley import (
     gauss_legendre_unit,
@@ -85,7 +97,7 @@ from gpexplain.functionals.product_shapley import (
 )
 from gpexplain.functionals.terms import CoregionalTerms, sum_terms
 from gpexplain.global_attribution import GlobalSensitivity, MultiOutputSensitivity
-from gpexplain.kernels.measures import Gaussian, check_measure
+from gpexplain.kernels.measures import Gaussian, check_measure, in_quad_precision
 from gpexplain.kernels.product import product_structure
 from gpexplain.kernels.product_pairs import ProductTerms
 from gpexplain.parallel import _MEMORY_BUDGET_BYTES, default_chunk_size
@@ -94,6 +106,16 @@ from gpexplain.posterior.mixture import MixturePosterior
 from gpexplain.posterior.multi_output import MultiOutputPosterior, TaskAugmentedPosterior
 
 __all__ = ["global_sensitivity"]
+
+# Recompute in binary128 when the float64 rounding of the quadratic forms, ``eps s2^2
+# |a|_1^2``, exceeds this share of the variance: 1e-10, a hundredth of the identities'
+# tolerance (``COMPLETENESS_RTOL``), so a result that passes in float64 is left as it is.
+_QUAD_TRIGGER = 1e-10
+# Binary128 matrix products cost ~5e-8 s per multiply-add on one core (numpy-quaddtype 1.0,
+# measured at n = 300); the posterior stds need one n x n product per index. Above this many
+# estimated seconds the stds stay float64, with a warning.
+_QUAD_SECONDS_PER_PRODUCT = 6e-8
+_QUAD_STD_SECONDS = 60.0
 
 
 @through_pipeline
@@ -192,15 +214,28 @@ def global_sensitivity(
         given for a regression or a multi-output model; an unknown ``output``; ``outputs``
         for a single-output model, or naming an unknown output.
 
+    Nearly interpolating GPs (noise variance ~1e-10, scikit-learn's default ``alpha``):
+    the indices are quadratic forms ``a^T H a`` in ``a = K^{-1} y``, which then reaches
+    1e6-1e10, and float64 rounds them at ``eps s2^2 |a|_1^2``, far above the variance. When
+    that bound exceeds 1e-10 of the variance, everything is recomputed in binary128
+    (``gpexplain._quad``: the pair tables, the sums, and ``K^{-1}`` from the binary128
+    inverse of the float64 Cholesky factor, an exact posterior of the model with the
+    factor's backward error added to its noise); ``method`` then ends in "quadruple
+    precision". Measured on 60 points with |a|_1 = 6e8: 2e-3 to 3e-3 of the variance off a
+    40-digit reference in float64, 5e-16 in binary128. Its products have no BLAS (~5e-8 s
+    per multiply-add): 200 points and 5 features take about 9 s.
+
     Warns
     -----
     CompletenessWarning
         The indices of the posterior mean break ``0 <= first_order <= shapley_effects <=
         total`` or ``sum(shapley_effects) == total_variance`` by more than 1e-8 of the
-        variance (``gpexplain.accuracy.warn_if_sobol_inconsistent``): they are quadratic
-        forms ``a^T H a`` in ``a = K^{-1} y``, which a nearly interpolating GP (noise variance
-        ~1e-10, scikit-learn's default) makes so large that rounding swamps them. The
-        message gives the measured gaps; a larger noise variance is the remedy.
+        variance (``gpexplain.accuracy.warn_if_sobol_inconsistent``): even binary128 cannot
+        hold them (``|a|_1`` beyond ~1e12). The message gives the measured gaps; a larger
+        noise variance is the remedy. Also when the binary128 posterior stds would take more
+        than 60 s (estimated, ``3 + 3 d`` (plus ``d (d - 1)`` with ``interactions``) products
+        of n x n matrices): the stds are then the float64 ones, with the estimate and the
+        scale below which they keep no digit.
     """
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer)
@@ -231,17 +266,44 @@ def global_sensitivity(
         measure = _training_measure(posterior.data_inputs)
     check_measure(measure)
     measure = measure.resolve(n_features, posterior.feature_names)
+    if not isinstance(interactions, bool | np.bool_):
+        raise TypeError(f"interactions must be True or False, got {interactions!r}.")
     chunk_size, sandwich_rows = _row_blocks(n_basis, n_features, chunk_size)
     with native_threads(n_basis):
         of_mean, expected, std = _moments(form, measure, chunk_size, sandwich_rows)
-    check_finite_result("global_sensitivity", of_mean, expected, std)
-    pairs = {}
-    if not isinstance(interactions, bool | np.bool_):
-        raise TypeError(f"interactions must be True or False, got {interactions!r}.")
+    weight = np.sum(np.abs(form.left)) ** 2 * form.s2**2
+    rounding = np.finfo(float).eps * weight
+    precision, pairs = "", {}
     if interactions:
         pairs = dict(zip(("second_order", "expected_second_order", "second_order_std"),
                          _second_order(form, measure), strict=True))
-        check_finite_result("global_sensitivity", *pairs.values())
+    if rounding > _QUAD_TRIGGER * max(abs(of_mean[0]), abs(expected[0])):
+        # Nearly interpolating: float64 keeps too few digits of the quadratic forms.
+        quad_form, quad_measure = _term_form(posterior, quad=True), in_quad_precision(measure)
+        n_products = 3 + 3 * n_features + (n_features * (n_features - 1) if interactions else 0)
+        seconds = _QUAD_SECONDS_PER_PRODUCT * n_products * n_basis**3
+        stds = seconds <= _QUAD_STD_SECONDS
+        of_mean, expected, quad_std = (None if part is None else np.asarray(part).astype(
+            np.float64) for part in _moments(quad_form, quad_measure, max(1, chunk_size // 2),
+                                             sandwich_rows, covariance=stds))
+        std = quad_std if stds else std
+        if interactions:
+            quad_pairs = _second_order(quad_form, quad_measure, covariance=stds)
+            names = ("second_order", "expected_second_order", "second_order_std")
+            pairs.update(zip(names[:len(quad_pairs)], quad_pairs, strict=True))
+        rounding, precision = QUAD_EPS * weight, ", quadruple precision"
+        if not stds:
+            warnings.warn(
+                f"global_sensitivity: a nearly interpolating GP (|K^-1 y|_1 = "
+                f"{np.sum(np.abs(form.left)):.3g}): the indices and their expectations are "
+                "computed in quadruple precision, but their posterior standard deviations "
+                f"would take an estimated {seconds:.0f} s there ({n_products} products of "
+                f"{n_basis} x {n_basis} binary128 matrices), so they are the float64 ones, "
+                f"which keep no digit below about "
+                f"{np.sqrt(np.finfo(float).eps * weight):.3g}. A larger noise variance "
+                "makes them accurate.",
+                CompletenessWarning, stacklevel=3)
+    check_finite_result("global_sensitivity", of_mean, expected, std, *pairs.values())
     total_variance, first, total, shapley = _split(of_mean)
     _, expected_first, expected_total, expected_shapley = _split(expected)
     result = GlobalSensitivity(
@@ -263,13 +325,20 @@ def global_sensitivity(
             "Sobol indices and Shapley effects ("
             + ("product kernel" if len(form.terms.structures) == 1 else
                f"LMC output, {len(form.terms.structures)} product-kernel terms")
-            + f", {type(measure).__name__.lower()} measure)"
+            + f", {type(measure).__name__.lower()} measure{precision})"
             + ("" if latent is None else f" of the {latent}")
         ),
     )
-    rounding = np.finfo(float).eps * form.s2**2 * np.sum(np.abs(form.left))**2
     warn_if_sobol_inconsistent(result, "global_sensitivity", rounding)
     return result
+
+
+def _in_quad(form: _TermForm) -> _TermForm:
+    """``form`` with its points, coefficients and data form in binary128 (``gpexplain._quad``:
+    each float64 is exact there, so this is the same function, now summed to ~34 digits)."""
+    return replace(form, terms=replace(form.terms, Z=to_quad(form.terms.Z)),
+                   left=to_quad(form.left), R=form.R if is_quad(form.R) else to_quad(form.R),
+                   right=None if form.right is None else to_quad(form.right))
 
 
 def _row_blocks(n_basis: int, n_features: int, chunk_size: int | None) -> tuple[int, int]:
@@ -352,10 +421,10 @@ class _TermForm:
     s2: float
 
 
-def _term_form(posterior) -> _TermForm:
+def _term_form(posterior, quad: bool = False) -> _TermForm:
     """The ``_TermForm`` of a single-output posterior: one product kernel (``b = 1``, R =
     K^{-1}-like ``quadratic_form(I)``), or an LMC output's ``CoregionalTerms`` (one term per
-    kernel, ``_stacked_form``).
+    kernel, ``_stacked_form``); with ``quad``, in binary128 (``_data_form``).
 
     Raises
     ------
@@ -365,15 +434,32 @@ def _term_form(posterior) -> _TermForm:
     Z, kernel = posterior.train_inputs, posterior.kernel
     if isinstance(kernel, CoregionalTerms):
         cross = np.broadcast_to(kernel.cross_weights, (len(kernel.kernels), len(Z)))
-        return _stacked_form(posterior, kernel.kernels, kernel.prior_weights, cross, None)
+        return _stacked_form(posterior, kernel.kernels, kernel.prior_weights, cross, None, quad)
     structure = product_structure(kernel, Z.shape[1])
     if structure is None:
         raise TypeError(not_product_message(kernel, "global Sobol indices"))
-    return _TermForm(ProductTerms((structure,), np.ones(1), Z), posterior.alpha, None,
-                     posterior.quadratic_form(np.eye(len(Z))), structure.variance)
+    form = _TermForm(ProductTerms((structure,), np.ones(1), Z), posterior.alpha, None,
+                     _data_form(posterior, np.eye(len(Z)), None, quad), structure.variance)
+    return _in_quad(form) if quad else form
 
 
-def _stacked_form(posterior, kernels, prior_weights, left_weights, right_weights):
+def _data_form(posterior, left_rows, right_rows, quad):
+    """``left_rows K^{-1} right_rows^T`` (right None: left), from the posterior's
+    ``quadratic_form``; with ``quad``, in binary128 through the inverse of its Cholesky factor
+    (``gpexplain._quad.lower_triangular_inverse``: an exact posterior covariance of a model
+    with the factor's tiny backward error added to the noise) where it has one, else its
+    float64 form."""
+    factor = getattr(posterior, "cholesky", None)
+    if not quad or factor is None:
+        R = posterior.quadratic_form(left_rows, right_rows)
+        return to_quad(R) if quad else R
+    whitening = lower_triangular_inverse(to_numpy(factor)).T  # (n, n): K^{-1} = W W^T
+    left = matmul(to_quad(left_rows), whitening)
+    right = left if right_rows is None else matmul(to_quad(right_rows), whitening)
+    return matmul(left, np.ascontiguousarray(right.T))
+
+
+def _stacked_form(posterior, kernels, prior_weights, left_weights, right_weights, quad=False):
     """``_TermForm`` of a sum of coregionalised terms: ``f_i``'s mean ``sum_q s2_q kappa_q(.,
     Z) (B^q[i, tasks] * a)`` and the covariance ``sum_q B^q_ij s2_q kappa_q - U_i K^{-1}
     U_j^T`` with ``U_i = sum_q B^q[i, tasks] s2_q kappa_q(., Z)``.
@@ -400,10 +486,11 @@ def _stacked_form(posterior, kernels, prior_weights, left_weights, right_weights
 
     left_rows, left = stacked(left_weights)
     right_rows, right = (None, None) if right_weights is None else stacked(right_weights)
-    R = posterior.quadratic_form(left_rows, right_rows)
+    R = _data_form(posterior, left_rows, right_rows, quad)
     alpha = np.tile(posterior.alpha, len(structures))
-    return _TermForm(ProductTerms(structures, np.asarray(prior_weights) * s2, Z),
+    form = _TermForm(ProductTerms(structures, np.asarray(prior_weights) * s2, Z),
                      left * alpha, None if right is None else right * alpha, R, 1.0)
+    return _in_quad(form) if quad else form
 
 
 def _between_outputs(posterior, index, measure, chunk_size, variances):
@@ -456,7 +543,7 @@ def _pairwise(weighted_tables, contract=lambda x: x):
     return out
 
 
-def _second_order(form, measure):
+def _second_order(form, measure, covariance=True):
     """Second-order Sobol variances of the posterior mean, their posterior expectations and
     standard deviations, each (d, d) symmetric with a zero diagonal.
 
@@ -465,7 +552,7 @@ def _second_order(form, measure):
     and the trace and three-kernel terms ``EE_i EE_j prod PP_l`` of the {P, E} tables: the
     module docstring's formulas with the pair in place of one feature, each summed over the
     terms (``ProductTerms``: prior per term, trace per pair of terms, three-kernel per middle
-    term).
+    term). Without ``covariance``: the first two only (no n x n products).
     """
     terms, alpha, Q, s2 = form.terms, form.left, form.R, form.s2
     n_features = terms.Z.shape[1]
@@ -476,6 +563,14 @@ def _second_order(form, measure):
     C = np.concatenate([terms.centred_second_moment(q, rows, measure)
                         for _, q, rows in everything])
     prior = _pairwise((b, (M, Cd)) for b, M, Cd in terms.priors(measure))
+    value, expected, std = (np.zeros((n_features, n_features)) for _ in range(3))
+    if not covariance:
+        for i, j, H in _leave_two_out(C, B):
+            of_mean = matmul(alpha, matmul(H, alpha))
+            value[i, j] = value[j, i] = s2**2 * of_mean
+            expected[i, j] = expected[j, i] = (s2**2 * of_mean + s2 * prior[i, j]
+                                               - s2**2 * np.sum(Q * H))
+        return value, expected
     trace = _pairwise((w, (tables[0], tables[3])) for w, tables in terms.trace_tables(measure))
     lam = terms.cross_moments(measure)
     by_middle = zip(*(terms.sandwich_tables(q, rows, measure, mu, lam)
@@ -484,17 +579,17 @@ def _second_order(form, measure):
         ((parts[0][0], (np.moveaxis(np.concatenate([t[1][0] for t in parts], axis=1), 0, -1),
                         np.moveaxis(np.concatenate([t[1][3] for t in parts], axis=1), 0, -1)))
          for parts in by_middle),
-        lambda g: float(np.sum(g * data_weight)))
-    value, expected, std = (np.zeros((n_features, n_features)) for _ in range(3))
+        lambda g: np.sum(g * data_weight))
     for i, j, H in _leave_two_out(C, B):
-        HQ = H @ Q
-        H_alpha = H @ alpha
-        of_mean = float(alpha @ H_alpha)
+        HQ = matmul(H, Q)
+        H_alpha = matmul(H, alpha)
+        of_mean = matmul(alpha, H_alpha)
         variance = (2 * s2**2 * trace[i, j] + 4 * s2**3 * sandwich[i, j]
-                    + 2 * s2**4 * np.sum(HQ * HQ.T) - 4 * s2**4 * H_alpha @ Q @ H_alpha)
+                    + 2 * s2**4 * np.sum(HQ * HQ.T)
+                    - 4 * s2**4 * matmul(matmul(H_alpha, Q), H_alpha))
         entries = (s2**2 * of_mean,
                    s2**2 * of_mean + s2 * prior[i, j] - s2**2 * np.sum(Q * H),
-                   np.sqrt(max(variance, 0.0)))
+                   np.sqrt(np.maximum(variance, 0.0)))
         for matrix, entry in zip((value, expected, std), entries, strict=True):
             matrix[i, j] = matrix[j, i] = entry
     return value, expected, std
@@ -508,29 +603,29 @@ def _split(stacked):
             stacked[..., 2 * d + 1:])
 
 
-def _moments(form, measure, chunk_size, sandwich_rows):
+def _moments(form, measure, chunk_size, sandwich_rows, covariance=True):
     """Indices of the posterior mean, their posterior expectations and standard deviations,
-    each stacked (1 + 3 d,) (``_split``).
+    each stacked (1 + 3 d,) (``_split``; stds None without ``covariance``).
 
     The prior term of the expectation is ``s2 sum_q b_q H_q(E2 -> 1, B -> M)`` and the data
     terms come from ``_quadratic_moments`` with both functionals on the same f (module
     docstring).
     """
     n_features = form.terms.Z.shape[1]
-    nodes, weights = gauss_legendre_unit(n_features)
+    nodes, weights = gauss_legendre_unit(n_features, quad=is_quad(form.left))
     of_mean, of_reduction, variance = _quadratic_moments(form, measure, chunk_size,
-                                                         sandwich_rows)
+                                                         sandwich_rows, covariance)
     prior = sum_terms(b * _stacked(_pair_functionals(
         np.ones((1, 1, n_features)), M[None, None, :], Cd[None, None, :], nodes, weights,
     ))[0, 0] for b, M, Cd in form.terms.priors(measure))
     s2 = form.s2
     # A difference of prior and data terms: an index the data pin down to round-off can come
     # out slightly negative; its standard deviation is then zero to working precision.
-    std = np.sqrt(np.maximum(variance, 0.0))
+    std = None if variance is None else np.sqrt(np.maximum(variance, 0.0))
     return s2**2 * of_mean, s2**2 * of_mean + s2 * prior - s2**2 * of_reduction, std
 
 
-def _quadratic_moments(form, measure, chunk_size, sandwich_rows):
+def _quadratic_moments(form, measure, chunk_size, sandwich_rows, covariance=True):
     """``(a_i^T H a_j, sum(R * H), Cov(F[f_i], F[f_j]))`` for every index (each (1 + 3 d,),
     ``_split``'s layout; H the index's pair matrix on the stacked basis), where ``f_i = m0_i +
     s2 kappa(., Z) a_i + g_i`` and ``f_j`` are jointly Gaussian with cross-covariance ``c_ij =
@@ -549,36 +644,46 @@ def _quadratic_moments(form, measure, chunk_size, sandwich_rows):
     many indices as fit in the memory budget of ``gpexplain.parallel`` (all of them in the
     first pass while (1 + 3 d) n^2 <= 32 Mi numbers); further groups of indices recompute H
     in further passes, by row chunks of the stacked basis (``chunk_size`` rows for H,
-    ``sandwich_rows`` for the three-kernel G).
+    ``sandwich_rows`` for the three-kernel G). Without ``covariance`` only the first two are
+    computed (O(n^2 d^2), no n x n products) and the third is None.
     """
     terms, left, right, Q = form.terms, form.left, form.right, form.R
     symmetric = right is None
     right = left if symmetric else right
     n_basis, n_features = terms.n_basis, terms.Z.shape[1]
-    nodes, weights = gauss_legendre_unit(n_features)
+    nodes, weights = gauss_legendre_unit(n_features, quad=is_quad(left))
     mu = terms.embedding(measure)
     data_weight = np.outer(left, right) - Q
     n_indices = 1 + 3 * n_features
-    of_mean, of_reduction, sandwich, data_trace = (np.zeros(n_indices) for _ in range(4))
-    H_left, H_right = np.zeros((n_basis, n_indices)), np.zeros((n_basis, n_indices))
+    # Contractions by 2-D matmul and sums, accumulators in the inputs' dtype: the same code
+    # runs in binary128 (gpexplain._quad: no einsum or stacked matmul there, and no silent
+    # cast into float64).
+    of_mean, of_reduction, sandwich, data_trace = (np.zeros(n_indices, dtype=left.dtype)
+                                                   for _ in range(4))
+    H_left, H_right = (np.zeros((n_basis, n_indices), dtype=left.dtype) for _ in range(2))
     copies = 1 if symmetric else 2
-    group = max(1, _MEMORY_BUDGET_BYTES // (8 * copies * n_basis * n_basis))
-    for first_index in range(0, n_indices, group):
-        chosen = slice(first_index, min(first_index + group, n_indices))
-        HQ = np.empty((chosen.stop - chosen.start, n_basis, n_basis))
+    group = max(1, _MEMORY_BUDGET_BYTES // (left.dtype.itemsize * copies * n_basis * n_basis))
+    for first_index in range(0, n_indices if covariance else 1, group):
+        chosen = (slice(first_index, min(first_index + group, n_indices)) if covariance
+                  else slice(0, 0))
+        HQ = np.empty((chosen.stop - chosen.start, n_basis, n_basis), dtype=left.dtype)
         HQt = HQ if symmetric else np.empty_like(HQ)
         for rows, q, local in terms.blocks(chunk_size):
             H = _index_pairs(terms, measure, mu, rows, q, local, nodes, weights)
-            HQ[:, rows] = np.moveaxis(H[..., chosen], -1, 0) @ Q
-            if not symmetric:
-                HQt[:, rows] = np.moveaxis(H[..., chosen], -1, 0) @ Q.T
+            for k, index in enumerate(range(chosen.start, chosen.stop)):
+                HQ[k, rows] = matmul(H[..., index], Q)
+                if not symmetric:
+                    HQt[k, rows] = matmul(H[..., index], Q.T)
             if first_index > 0:
                 continue
-            of_mean += np.einsum("a,abi,b->i", left[rows], H, right)
-            of_reduction += np.einsum("ab,abi->i", Q[rows], H)
-            H_left[rows] = np.einsum("abi,b->ai", H, left)
-            H_right[rows] = H_left[rows] if symmetric else np.einsum("abi,b->ai", H, right)
-        data_trace[chosen] = np.einsum("iab,iba->i", HQ, HQt)
+            of_mean += matmul(right, matmul(left[rows], H.reshape(len(H), -1)).reshape(
+                n_basis, n_indices))
+            of_reduction += matmul(Q[rows].reshape(-1), H.reshape(-1, n_indices))
+            H_left[rows] = np.sum(H * left[:, None], axis=1)
+            H_right[rows] = H_left[rows] if symmetric else np.sum(H * right[:, None], axis=1)
+        data_trace[chosen] = [np.sum(hq * hqt.T) for hq, hqt in zip(HQ, HQt, strict=True)]
+    if not covariance:
+        return of_mean, of_reduction, None
     lam = terms.cross_moments(measure)
     for rows, q, local in terms.blocks(sandwich_rows):
         for b, tables in terms.sandwich_tables(q, local, measure, mu, lam):
@@ -588,7 +693,7 @@ def _quadratic_moments(form, measure, chunk_size, sandwich_rows):
     s2 = form.s2
     covariance = (
         2 * s2**2 * trace + 4 * s2**3 * sandwich + 2 * s2**4 * data_trace
-        - 4 * s2**4 * np.einsum("ai,ab,bi->i", H_left, Q, H_right)
+        - 4 * s2**4 * np.sum(H_left * matmul(Q, H_right), axis=0)
     )
     return of_mean, of_reduction, covariance
 
@@ -629,7 +734,7 @@ def _bilinear_indices(PP, PE, EP, EE, weight, nodes, weights):
     def contract(t, u):
         return _weighted_leave_one_out(weighted, PP + t * EP + u * PE + (t * u) * EE)
 
-    shapley = np.zeros(n_features)
+    shapley = np.zeros(n_features, dtype=weighted.dtype)
     for a, t in enumerate(nodes):
         # x(P + t E, P + u E) = left + u right: two passes per (t, u) pair instead of seven
         left, right = PP + t * EP, PE + t * EE
@@ -637,7 +742,8 @@ def _bilinear_indices(PP, PE, EP, EE, weight, nodes, weights):
             pair_weight = weights[a] * weights[b] * (1.0 if a == b else 2.0)
             shapley += pair_weight * _weighted_leave_one_out(weighted, left + nodes[b] * right)
     variance = np.sum(weight.reshape(-1) * _telescoped(PP, PE, EP, EE))
-    return np.concatenate([[variance], contract(0.0, 0.0), contract(1.0, 1.0), shapley])
+    return np.concatenate([np.reshape(variance, 1), contract(0.0, 0.0), contract(1.0, 1.0),
+                           shapley])
 
 
 def _weighted_leave_one_out(weighted, factors):
@@ -645,15 +751,15 @@ def _weighted_leave_one_out(weighted, factors):
     products over the first axis (no division; one (K,) slab at a time: ~10x faster than a
     cumprod over a short last axis, and 2x faster than batching several (t, u) pairs, whose
     larger slabs leave the cache)."""
-    prefix = np.empty_like(factors)
+    prefix = np.empty(factors.shape, dtype=np.result_type(weighted, factors))
     running = np.ones(factors.shape[1])
     for j in range(factors.shape[0]):
         np.multiply(weighted[j], running, out=prefix[j])
         running = running * factors[j]
-    out = np.empty(factors.shape[0])
+    out = np.empty(factors.shape[0], dtype=prefix.dtype)
     running = np.ones(factors.shape[1])
     for j in range(factors.shape[0] - 1, -1, -1):
-        out[j] = prefix[j] @ running
+        out[j] = matmul(prefix[j], running)
         running = running * factors[j]
     return out
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpexplain._quad import gauss_legendre
 from gpexplain.functionals.base import LinearFunctional, Scheme
 from gpexplain.functionals.terms import CoregionalTerms, sum_terms, term_scheme
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
@@ -64,16 +65,19 @@ def not_product_message(kernel, what: str = "exact Shapley values") -> str:
     )
 
 
-def gauss_legendre_unit(n_features: int) -> tuple[np.ndarray, np.ndarray]:
+def gauss_legendre_unit(n_features: int, quad: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights on [0, 1] integrating polynomials of degree ``n_features - 1``
-    exactly: ``ceil(n_features / 2)`` Gauss-Legendre nodes (degree ``2 m - 1``)."""
-    nodes, weights = np.polynomial.legendre.leggauss(max(1, -(-n_features // 2)))
+    exactly: ``ceil(n_features / 2)`` Gauss-Legendre nodes (degree ``2 m - 1``); with
+    ``quad``, to binary128 accuracy (``gpexplain._quad.gauss_legendre``)."""
+    n_nodes = max(1, -(-n_features // 2))
+    nodes, weights = (gauss_legendre(n_nodes) if quad
+                      else np.polynomial.legendre.leggauss(n_nodes))
     return 0.5 * (nodes + 1.0), 0.5 * weights
 
 
 def leave_one_out_products(c: np.ndarray) -> np.ndarray:
     """``out[..., i] = prod_{j != i} c[..., j]`` by prefix and suffix products (no division)."""
-    ones = np.ones(c.shape[:-1] + (1,))
+    ones = np.ones(c.shape[:-1] + (1,), dtype=c.dtype)
     prefix = np.cumprod(np.concatenate([ones, c[..., :-1]], axis=-1), axis=-1)
     suffix = np.cumprod(np.concatenate([ones, c[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
     return prefix * suffix
@@ -96,7 +100,9 @@ def multilinear_shapley(p: np.ndarray, q: np.ndarray, nodes, weights, delta=None
     if delta is None:
         delta = p - q
     path = q[..., None, :] + nodes[:, None] * delta[..., None, :]  # (..., m, d)
-    return delta * np.einsum("...md,m->...d", leave_one_out_products(path), weights)
+    # a sum, not einsum or a stacked matmul: it must also hold for binary128 arrays
+    # (gpexplain._quad)
+    return delta * np.sum(leave_one_out_products(path) * weights[:, None], axis=-2)
 
 
 class ProductShapley(LinearFunctional):

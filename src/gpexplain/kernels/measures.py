@@ -23,9 +23,12 @@ lengthscales, for marginal-likelihood fitting); ``constrained_se_second_moment``
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 
+from gpexplain._quad import to_quad
 from gpexplain._registry import Registry
 from gpexplain._validation import as_feature_matrix, order_by_name
 
@@ -373,7 +376,7 @@ class Empirical:
         """The atoms of feature ``feature`` and their weights (each ``1 / n_atoms``), (n_atoms,)
         each."""
         atoms = self.points[:, feature]
-        return atoms, np.full(atoms.shape[0], 1.0 / atoms.shape[0])
+        return _in_precision(self, atoms, np.full(atoms.shape[0], 1.0 / atoms.shape[0]))
 
 
 @MEASURES.register("uniform")
@@ -448,7 +451,28 @@ class Uniform(_PerFeaturePair):
         width = np.diff(edges)[:, None]
         nodes = edges[:-1, None] + 0.5 * width * (x + 1.0)
         weights = 0.5 * width * w / (high - low)
-        return nodes.ravel(), weights.ravel()
+        return _in_precision(self, nodes.ravel(), weights.ravel())
+
+
+def in_quad_precision(measure):
+    """A copy of ``measure`` whose ``rule`` gives binary128 atoms and weights (Empirical,
+    Uniform), for the quadruple-precision Sobol indices (``gpexplain._quad``); a Gaussian
+    measure is returned as it is (its closed forms take their precision from the points)."""
+    if not isinstance(measure, Empirical | Uniform):
+        return measure
+    extended = copy.copy(measure)
+    extended._quad = True
+    return extended
+
+
+def _in_precision(measure, atoms, weights):
+    """A rule in the measure's arithmetic: as given, or in binary128 with the weights
+    renormalised to sum to 1 to that precision (float64's ``1 / n`` misses it by ~1e-16, a
+    mass every centred section would carry into the cancelling sums)."""
+    if not getattr(measure, "_quad", False):
+        return atoms, weights
+    weights = to_quad(weights)
+    return to_quad(atoms), weights / np.sum(weights)
 
 
 def check_measure(measure, accepted=None):

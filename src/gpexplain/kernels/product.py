@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpexplain._quad import matmul
 from gpexplain._torch import to_numpy
 from gpexplain.kernels.gpytorch_adapter import GPyTorchKernel
 from gpexplain.kernels.gpytorch_tree import Frame, KernelTreeVisitor
@@ -120,14 +121,14 @@ class ProductStructure:
 
     def feature_matrix(self, j: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``k_j(a_s, b_t)`` for two 1-D arrays of values of feature j, shape (len(a), len(b))."""
-        K = np.ones((a.shape[0], b.shape[0]))
+        K = np.ones((a.shape[0], b.shape[0]), dtype=np.result_type(a, b, np.float64))
         for factor in self.factors[j]:
             K *= factor(a[:, None], b[None, :])
         return K
 
     def log_feature_matrix(self, j: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``log k_j(a_s, b_t)``, shape (len(a), len(b)) (see ``Factor.log``)."""
-        log_K = np.zeros((a.shape[0], b.shape[0]))
+        log_K = np.zeros((a.shape[0], b.shape[0]), dtype=np.result_type(a, b, np.float64))
         for factor in self.factors[j]:
             log_K += factor.log(a[:, None], b[None, :])
         return log_K
@@ -147,12 +148,12 @@ class ProductStructure:
         """
         log_k = self.log_feature_matrix(j, x, atoms)
         sections = np.exp(log_k)  # the feature matrix, from the logs already at hand
-        ref = int(np.argmin(np.abs(atoms - weights @ atoms)))
+        ref = int(np.argmin(np.abs(atoms - matmul(weights, atoms))))
         exponent = log_k - log_k[:, ref:ref + 1]
         at_ref = sections[:, ref:ref + 1]
         differences = np.where(np.abs(exponent) < 1.0,
                                at_ref * np.expm1(np.minimum(exponent, 1.0)), sections - at_ref)
-        return differences - (differences @ weights)[:, None]
+        return differences - matmul(differences, weights)[:, None]
 
     def embedding(self, X: np.ndarray, measure) -> np.ndarray:
         """Kernel mean embeddings ``mu_j(X[a, j]) = E_{s ~ p_j} k_j(X[a, j], s)``, (n, n_features).
@@ -167,7 +168,7 @@ class ProductStructure:
             A Uniform box more than 512 lengthscales wide (``Uniform.rule``).
         """
         if isinstance(measure, _ATOM_MEASURES):
-            columns = [self.feature_matrix(j, X[:, j], nodes) @ weights
+            columns = [matmul(self.feature_matrix(j, X[:, j], nodes), weights)
                        for j, (nodes, weights) in enumerate(self._rules(measure))]
             return np.stack(columns, axis=-1).reshape(X.shape[0], self.n_features)
         L, D, (u,) = self._gaussian_units(measure, X)
@@ -178,7 +179,7 @@ class ProductStructure:
     def double_embedding(self, measure) -> np.ndarray:
         """``M_j = E_{s, s' ~ p_j} k_j(s, s')`` (independent copies), shape (n_features,)."""
         if isinstance(measure, _ATOM_MEASURES):
-            return np.array([weights @ self.feature_matrix(j, nodes, nodes) @ weights
+            return np.array([matmul(matmul(weights, self.feature_matrix(j, nodes, nodes)), weights)
                              for j, (nodes, weights) in enumerate(self._rules(measure))])
         L, D, _ = self._gaussian_units(measure)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -225,8 +226,8 @@ class ProductStructure:
         """``1 - double_embedding`` (the prior variance of a centred factor, k_j(s, s) = 1)
         without the cancellation: Gaussian ``-expm1(-log1p(2 D / L) / 2)``."""
         if isinstance(measure, _ATOM_MEASURES):  # 1 - k = -expm1(log k), pair by pair
-            return np.array([-(weights @ np.expm1(self.log_feature_matrix(j, atoms, atoms))
-                               @ weights)
+            return np.array([-matmul(matmul(
+                weights, np.expm1(self.log_feature_matrix(j, atoms, atoms))), weights)
                              for j, (atoms, weights) in enumerate(self._rules(measure))])
         L, D, _ = self._gaussian_units(measure)
         with np.errstate(divide="ignore"):
@@ -282,7 +283,7 @@ class ProductStructure:
         """``kc(s, t) = k_j(s, t) - mu_j(s) - mu_j(t) + M_j`` over the atoms, (m, m), from the
         centred sections ``c(s, t) = k_j(s, t) - mu_j(s)``: ``kc = c - w^T c``."""
         sections = self.centred_sections(j, atoms, atoms, weights)
-        return sections - weights @ sections
+        return sections - matmul(weights, sections)
 
     def _rules(self, measure) -> list:
         """Per feature, the atoms and weights of an Empirical or Uniform measure.

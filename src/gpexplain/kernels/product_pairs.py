@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpexplain._quad import matmul
 from gpexplain.kernels.measures import Empirical, Uniform
 
 __all__ = ["PairStructure", "ProductTerms"]
@@ -122,8 +123,9 @@ class PairStructure:
             for j, (atoms, weights) in enumerate(self._rules(measure)):
                 centred = self.right.centred_sections(j, X[:, j], atoms, weights)  # (n, S)
                 # mu_q(s) - M_q = sum_t w_t c_q(t, s): the centred embedding, no cancellation
-                atom_embedding = weights @ self.left.centred_sections(j, atoms, atoms, weights)
-                columns.append(centred @ (weights * atom_embedding))
+                atom_embedding = matmul(weights,
+                                        self.left.centred_sections(j, atoms, atoms, weights))
+                columns.append(matmul(centred, weights * atom_embedding))
             return np.stack(columns, axis=-1).reshape(X.shape[0], self.left.n_features)
         L, R, (v,) = self._units(measure, X)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -149,7 +151,8 @@ class PairStructure:
                 right = self.right.centred_sections(j, X2[:, j], atoms, weights) * weights
                 # left and right sum to zero over the atoms, so the Gram matrix may be
                 # replaced by its doubly centred form, which is small where they are
-                slabs.append(left @ middle._doubly_centred_gram(j, atoms, weights) @ right.T)
+                slabs.append(matmul(matmul(left, middle._doubly_centred_gram(j, atoms, weights)),
+                                     right.T))
             return np.stack(slabs, axis=-1).reshape(X1.shape[0], X2.shape[0],
                                                     self.left.n_features)
         L, R, (u, v) = self._units(measure, X1, X2)
@@ -180,14 +183,14 @@ class PairStructure:
         """
         MM = self.left.double_embedding(measure) * self.right.double_embedding(measure)
         if isinstance(measure, _ATOM_MEASURES):
-            between, within = np.zeros(len(MM)), np.zeros(len(MM))
+            between, within = np.zeros_like(MM), np.zeros_like(MM)
             for j, (atoms, weights) in enumerate(self._rules(measure)):
-                left = weights @ self.left.centred_sections(j, atoms, atoms, weights)
-                right = weights @ self.right.centred_sections(j, atoms, atoms, weights)
-                between[j] = weights @ (left * right)
-                within[j] = weights @ (self.left._doubly_centred_gram(j, atoms, weights)
-                                       * self.right._doubly_centred_gram(j, atoms, weights)
-                                       ) @ weights
+                left = matmul(weights, self.left.centred_sections(j, atoms, atoms, weights))
+                right = matmul(weights, self.right.centred_sections(j, atoms, atoms, weights))
+                between[j] = matmul(weights, left * right)
+                within[j] = matmul(matmul(weights, (
+                    self.left._doubly_centred_gram(j, atoms, weights)
+                    * self.right._doubly_centred_gram(j, atoms, weights))), weights)
             return MM, between, within
         L, R, _ = self._units(measure)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -207,7 +210,7 @@ class PairStructure:
             else:
                 left = self.left.feature_matrix(j, X1[:, j], atoms)
                 right = self.right.feature_matrix(j, X2[:, j], atoms)
-            slabs.append((left * weights) @ right.T)
+            slabs.append(matmul(left * weights, right.T))
         return np.stack(slabs, axis=-1).reshape(X1.shape[0], X2.shape[0], self.left.n_features)
 
 
