@@ -197,6 +197,19 @@ def global_sensitivity(
     as a standard deviation of 0. An LMC output of Q terms costs as one kernel on Q n basis
     rows, plus Q^3 three-kernel tables.
 
+    Nearly interpolating GPs (noise variance ~1e-10, scikit-learn's default ``alpha``):
+    the indices are quadratic forms ``a^T H a`` in ``a = K^{-1} y``, which then reaches
+    1e6-1e10, and float64 rounds them at ``eps s2^2 |a|_1^2``, far above the variance. When
+    that bound exceeds 1e-10 of the variance, everything is recomputed in binary128
+    (``gpexplain._quad``: the pair tables, the sums, and ``K^{-1}`` from the binary128
+    inverse of the float64 Cholesky factor, an exact posterior of the model with the
+    factor's backward error added to its noise); ``method`` then ends in "quadruple
+    precision". Measured on 60 points with |a|_1 = 6e8: 2e-3 to 3e-3 of the variance off a
+    40-digit reference in float64, 5e-16 in binary128. Its products have no BLAS (~5e-8 s
+    per multiply-add): 200 points and 5 features of red wine take 9.4 s against 0.07 s
+    (``benchmarks/interpolating_sensitivity.py``; the bound is worst-case, and float64 had
+    been accurate to 3e-11 there).
+
     Raises
     ------
     TypeError
@@ -213,17 +226,6 @@ def global_sensitivity(
         ``target_class`` missing (softmax), not a class, ``classes_[0]`` of a binary model, or
         given for a regression or a multi-output model; an unknown ``output``; ``outputs``
         for a single-output model, or naming an unknown output.
-
-    Nearly interpolating GPs (noise variance ~1e-10, scikit-learn's default ``alpha``):
-    the indices are quadratic forms ``a^T H a`` in ``a = K^{-1} y``, which then reaches
-    1e6-1e10, and float64 rounds them at ``eps s2^2 |a|_1^2``, far above the variance. When
-    that bound exceeds 1e-10 of the variance, everything is recomputed in binary128
-    (``gpexplain._quad``: the pair tables, the sums, and ``K^{-1}`` from the binary128
-    inverse of the float64 Cholesky factor, an exact posterior of the model with the
-    factor's backward error added to its noise); ``method`` then ends in "quadruple
-    precision". Measured on 60 points with |a|_1 = 6e8: 2e-3 to 3e-3 of the variance off a
-    40-digit reference in float64, 5e-16 in binary128. Its products have no BLAS (~5e-8 s
-    per multiply-add): 200 points and 5 features take about 9 s.
 
     Warns
     -----
@@ -273,23 +275,24 @@ def global_sensitivity(
         of_mean, expected, std = _moments(form, measure, chunk_size, sandwich_rows)
     weight = np.sum(np.abs(form.left)) ** 2 * form.s2**2
     rounding = np.finfo(float).eps * weight
+    names = ("second_order", "expected_second_order", "second_order_std")
     precision, pairs = "", {}
-    if interactions:
-        pairs = dict(zip(("second_order", "expected_second_order", "second_order_std"),
-                         _second_order(form, measure), strict=True))
-    if rounding > _QUAD_TRIGGER * max(abs(of_mean[0]), abs(expected[0])):
-        # Nearly interpolating: float64 keeps too few digits of the quadratic forms.
-        quad_form, quad_measure = _term_form(posterior, quad=True), in_quad_precision(measure)
+    quad = rounding > _QUAD_TRIGGER * max(abs(of_mean[0]), abs(expected[0]))
+    if quad:
         n_products = 3 + 3 * n_features + (n_features * (n_features - 1) if interactions else 0)
         seconds = _QUAD_SECONDS_PER_PRODUCT * n_products * n_basis**3
         stds = seconds <= _QUAD_STD_SECONDS
+    if interactions and not (quad and stds):  # binary128 with stds replaces all of it
+        pairs = dict(zip(names, _second_order(form, measure), strict=True))
+    if quad:
+        # Nearly interpolating: float64 keeps too few digits of the quadratic forms.
+        quad_form, quad_measure = _term_form(posterior, quad=True), in_quad_precision(measure)
         of_mean, expected, quad_std = (None if part is None else np.asarray(part).astype(
             np.float64) for part in _moments(quad_form, quad_measure, max(1, chunk_size // 2),
                                              sandwich_rows, covariance=stds))
         std = quad_std if stds else std
         if interactions:
             quad_pairs = _second_order(quad_form, quad_measure, covariance=stds)
-            names = ("second_order", "expected_second_order", "second_order_std")
             pairs.update(zip(names[:len(quad_pairs)], quad_pairs, strict=True))
         rounding, precision = QUAD_EPS * weight, ", quadruple precision"
         if not stds:
